@@ -1,0 +1,86 @@
+#pragma once
+/// \file
+/// Row-wise log-softmax and the classification losses on the CPU.
+///
+/// Losses reduce with the mean over the batch (PyTorch's default reduction); sums are taken in
+/// double so the result does not depend on the batch size's rounding.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "cohort/backend/cpu/context.hpp"
+#include "cohort/backend/ops.hpp"
+#include "cohort/core/dtype.hpp"
+
+namespace cohort {
+
+template <>
+struct ops::SoftmaxKernels<Cpu> {
+  template <class T>
+  static void log_softmax_forward(CpuContext&, const T* x, T* y, std::size_t rows, std::size_t cols) {
+    for (std::size_t r = 0; r < rows; ++r) log_softmax_row(x + r * cols, y + r * cols, cols);
+  }
+
+  /// dx = dy - exp(y) * sum(dy), row by row.
+  template <class T>
+  static void log_softmax_backward(CpuContext&, const T* y, const T* dy, T* dx, std::size_t rows, std::size_t cols) {
+    using A = accumulator_t<T>;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* yr = y + r * cols;
+      const T* gr = dy + r * cols;
+      A sum = 0;
+      for (std::size_t c = 0; c < cols; ++c) sum += A(gr[c]);
+      for (std::size_t c = 0; c < cols; ++c) dx[r * cols + c] = T(A(gr[c]) - std::exp(A(yr[c])) * sum);
+    }
+  }
+
+  /// mean_n -logp[n, label[n]]; grad (if not null) = d loss / d logp, scaled by `grad_scale`.
+  template <class T>
+  static double nll(CpuContext&, const T* logp, const std::int32_t* labels, std::size_t rows, std::size_t cols,
+                    T* grad, double grad_scale) {
+    double sum = 0;
+    for (std::size_t r = 0; r < rows; ++r) sum -= double(logp[r * cols + std::size_t(labels[r])]);
+    if (grad) {
+      std::fill(grad, grad + rows * cols, T(0));
+      const T g = T(-grad_scale / double(rows));
+      for (std::size_t r = 0; r < rows; ++r) grad[r * cols + std::size_t(labels[r])] = g;
+    }
+    return sum / double(rows);
+  }
+
+  /// Fused log-softmax + NLL on raw scores; `logp` receives the log-probabilities.
+  template <class T>
+  static double cross_entropy(CpuContext& ctx, const T* x, const std::int32_t* labels, std::size_t rows,
+                              std::size_t cols, T* logp, T* grad, double grad_scale) {
+    log_softmax_forward(ctx, x, logp, rows, cols);
+    double sum = 0;
+    for (std::size_t r = 0; r < rows; ++r) sum -= double(logp[r * cols + std::size_t(labels[r])]);
+    if (grad) {
+      // d/dx = (softmax - onehot) / rows
+      const T s = T(grad_scale / double(rows));
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) {
+          const T p = std::exp(logp[r * cols + c]);
+          grad[r * cols + c] = (p - (std::size_t(labels[r]) == c ? T(1) : T(0))) * s;
+        }
+    }
+    return sum / double(rows);
+  }
+
+ private:
+  template <class T>
+  static void log_softmax_row(const T* x, T* y, std::size_t cols) {
+    using A = accumulator_t<T>;
+    A mx = -std::numeric_limits<A>::infinity();
+    for (std::size_t c = 0; c < cols; ++c) mx = std::max(mx, A(x[c]));
+    A sum = 0;
+    for (std::size_t c = 0; c < cols; ++c) sum += std::exp(A(x[c]) - mx);
+    const A lse = std::log(sum);
+    for (std::size_t c = 0; c < cols; ++c) y[c] = T(A(x[c]) - mx - lse);
+  }
+};
+
+}  // namespace cohort

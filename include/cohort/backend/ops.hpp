@@ -1,0 +1,89 @@
+#pragma once
+/// \file
+/// The seam between layers and backends.
+///
+/// A layer never computes anything itself: it describes shapes and parameters, and calls an op
+/// family specialised for the backend it runs on, e.g.
+///
+///     ops::Conv2dKernels<Backend>::template forward<Geometry>(ctx, x, w, b, y, batch, ws);
+///
+/// A backend (cohort/backend/cpu.hpp, cohort/backend/cuda.cuh) specialises every family below.
+/// Geometry arrives as a type whose members are compile-time constants, so a backend can pick or
+/// generate kernels for the exact shape. Everything is NCHW, row-major, as in PyTorch.
+
+#include <cstddef>
+#include <type_traits>
+
+namespace cohort {
+
+/// Geometry of one Conv2d layer, all compile-time constants.
+template <std::size_t InC, std::size_t OutC, std::size_t H, std::size_t W, std::size_t K, std::size_t S,
+          std::size_t P>
+struct Conv2dGeometry {
+  static constexpr std::size_t in_channels = InC, out_channels = OutC;
+  static constexpr std::size_t in_h = H, in_w = W, kernel = K, stride = S, padding = P;
+  static constexpr std::size_t out_h = (H + 2 * P - K) / S + 1;
+  static constexpr std::size_t out_w = (W + 2 * P - K) / S + 1;
+  static constexpr std::size_t in_size = InC * H * W;            // per sample
+  static constexpr std::size_t out_size = OutC * out_h * out_w;  // per sample
+  static constexpr std::size_t patch = InC * K * K;              // rows of the im2col matrix
+  static constexpr std::size_t out_plane = out_h * out_w;        // columns of the im2col matrix
+};
+
+/// Geometry of one MaxPool2d layer.
+template <std::size_t C, std::size_t H, std::size_t W, std::size_t K, std::size_t S, std::size_t P>
+struct Pool2dGeometry {
+  static constexpr std::size_t channels = C, in_h = H, in_w = W, kernel = K, stride = S, padding = P;
+  static constexpr std::size_t out_h = (H + 2 * P - K) / S + 1;
+  static constexpr std::size_t out_w = (W + 2 * P - K) / S + 1;
+  static constexpr std::size_t in_size = C * H * W, out_size = C * out_h * out_w;
+};
+
+/// Geometry of a channel-wise op (BatchNorm2d, Dropout2d) on (C, plane) samples.
+template <std::size_t C, std::size_t Plane>
+struct ChannelGeometry {
+  static constexpr std::size_t channels = C, plane = Plane, size = C * Plane;
+};
+
+namespace ops {
+
+namespace detail {
+template <class>
+inline constexpr bool missing_backend = false;
+}
+
+/// Conv2d: forward, and backward to input, weight and bias.
+template <class Backend>
+struct Conv2dKernels {
+  static_assert(detail::missing_backend<Backend>,
+                "cohort: this backend has no Conv2d kernels; include its header (cohort/backend/cpu.hpp, "
+                "cohort/backend/cuda.cuh)");
+};
+/// Linear (fully connected): forward and backward.
+template <class Backend>
+struct LinearKernels {
+  static_assert(detail::missing_backend<Backend>, "cohort: this backend has no Linear kernels; include its header");
+};
+/// MaxPool2d with saved argmax.
+template <class Backend>
+struct PoolKernels {
+  static_assert(detail::missing_backend<Backend>, "cohort: this backend has no pooling kernels; include its header");
+};
+/// BatchNorm2d in training and evaluation mode.
+template <class Backend>
+struct BatchNormKernels {
+  static_assert(detail::missing_backend<Backend>, "cohort: this backend has no BatchNorm kernels; include its header");
+};
+/// Element-wise ops: ReLU, dropout masks, copies.
+template <class Backend>
+struct ElementwiseKernels {
+  static_assert(detail::missing_backend<Backend>, "cohort: this backend has no element-wise kernels; include its header");
+};
+/// Row-wise log-softmax and the classification losses.
+template <class Backend>
+struct SoftmaxKernels {
+  static_assert(detail::missing_backend<Backend>, "cohort: this backend has no softmax kernels; include its header");
+};
+
+}  // namespace ops
+}  // namespace cohort

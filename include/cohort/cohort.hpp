@@ -1,0 +1,39 @@
+#pragma once
+/// \file
+/// The umbrella header: layers, networks, losses, optimisers and the CPU backend.
+///
+///     #include <cohort/cohort.hpp>
+///     using Net = cohort::Sequential<cohort::Input<1, 28, 28>, cohort::Flatten, cohort::Linear<784, 10>>;
+///
+/// Optional engines (MPI, CUDA, NCCL) have their own headers and are never included from here.
+
+#include "cohort/core/dtype.hpp"
+#include "cohort/core/error.hpp"
+#include "cohort/core/random.hpp"
+#include "cohort/core/shape.hpp"
+
+#include "cohort/tensor/batch.hpp"
+#include "cohort/tensor/buffer.hpp"
+
+#include "cohort/layers/batch_norm2d.hpp"
+#include "cohort/layers/conv2d.hpp"
+#include "cohort/layers/dropout.hpp"
+#include "cohort/layers/flatten.hpp"
+#include "cohort/layers/linear.hpp"
+#include "cohort/layers/log_softmax.hpp"
+#include "cohort/layers/max_pool2d.hpp"
+#include "cohort/layers/relu.hpp"
+
+#include "cohort/network/executor.hpp"
+#include "cohort/network/network.hpp"
+#include "cohort/network/parameters.hpp"
+#include "cohort/network/sequential.hpp"
+
+#include "cohort/loss/cross_entropy_loss.hpp"
+#include "cohort/loss/nll_loss.hpp"
+
+#include "cohort/optim/adadelta.hpp"
+#include "cohort/optim/adam.hpp"
+#include "cohort/optim/sgd.hpp"
+
+#include "cohort/backend/cpu.hpp"

@@ -1,0 +1,86 @@
+#pragma once
+/// \file
+/// Batch normalisation over the channels of (C, H, W) samples, as torch.nn.BatchNorm2d.
+///
+///     using Block = Sequential<Input<1, 28, 28>, Conv2d<1, 16, 5, 1, 2>, BatchNorm2d<16>, ReLU>;
+///
+/// Training mode normalises with the batch's statistics (biased variance) and updates
+/// running_mean/running_var with `Momentum` (the running variance is unbiased, as PyTorch's);
+/// evaluation mode uses the running statistics. Statistics are accumulated in double on the CPU,
+/// as PyTorch does. State dict: "weight", "bias", "running_mean", "running_var",
+/// "num_batches_tracked".
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "cohort/backend/ops.hpp"
+#include "cohort/layers/layer.hpp"
+
+namespace cohort {
+
+/// `BatchNorm2d<Channels, Eps = 1e-5f, Momentum = 0.1f>` (affine, tracking running statistics).
+template <std::size_t Channels, float Eps = 1e-5f, float Momentum = 0.1f>
+struct BatchNorm2d {
+  static_assert(Channels >= 1, "BatchNorm2d: Channels must be at least 1");
+  static_assert(Eps > 0.f, "BatchNorm2d: Eps must be positive");
+  static_assert(Momentum >= 0.f && Momentum <= 1.f, "BatchNorm2d: Momentum must be in [0, 1]");
+
+  static constexpr std::string_view name = "BatchNorm2d";
+  static std::string signature() { return std::string(name) + detail::template_args(Channels, Eps, Momentum); }
+  using expected_input = expect::Image<Channels>;
+  template <class S>
+  static constexpr bool accepts = ImageShape<S> && detail::extent_or_zero<S, 0>() == Channels;
+
+  template <class S>
+  struct bind {
+    using layer = BatchNorm2d;
+    using input_shape = S;
+    using output_shape = S;
+    using geometry = ChannelGeometry<Channels, S::extents[1] * S::extents[2]>;
+    static constexpr float eps = Eps, momentum = Momentum;
+
+    static constexpr std::array<TensorSpec, 2> parameters{{
+        {"weight", 1, {Channels}, Init::ones, 0},
+        {"bias", 1, {Channels}, Init::zeros, 0},
+    }};
+    static constexpr std::array<TensorSpec, 2> buffers{{
+        {"running_mean", 1, {Channels}, Init::zeros, 0},
+        {"running_var", 1, {Channels}, Init::ones, 0},
+    }};
+    static constexpr std::array<TensorSpec, 1> counters{{{"num_batches_tracked", 0, {}, Init::zeros, 0}}};
+    static constexpr auto offsets = packed_offsets(parameters);
+    static constexpr auto buffer_offsets = packed_offsets(buffers);
+
+    template <class Backend, class T>
+    using state = typename ops::BatchNormKernels<Backend>::template workspace<geometry, T>;
+
+    template <class Backend, class T>
+    static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
+      using K = ops::BatchNormKernels<Backend>;
+      const T* gamma = a.params + offsets[0];
+      const T* beta = a.params + offsets[1];
+      auto* mean = a.buffers + buffer_offsets[0];
+      auto* var = a.buffers + buffer_offsets[1];
+      if (a.step.mode == Mode::train) {
+        K::template forward_train<geometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws);
+        if (a.step.update_buffers) {
+          K::template update_running<geometry>(a.ctx, mean, var, a.batch, momentum, ws);
+          ++a.counters[0];
+        }
+      } else {
+        K::template forward_eval<geometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch, eps, ws);
+      }
+    }
+    template <class Backend, class T>
+    static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
+      // Mode is that of the forward pass (the executor refuses to mix them).
+      ops::BatchNormKernels<Backend>::template backward<geometry>(
+          a.ctx, a.step.mode == Mode::train, a.x, a.params + offsets[0], a.dy, a.dx, a.grads + offsets[0],
+          a.grads + offsets[1], a.batch, a.accumulate, ws);
+    }
+  };
+};
+
+}  // namespace cohort

@@ -1,0 +1,75 @@
+#pragma once
+/// \file
+/// 2-D convolution over (C, H, W) samples, with PyTorch's argument order and defaults.
+///
+///     using Net = Sequential<Input<1, 28, 28>, Conv2d<1, 16, 3>, ReLU>;   // -> Shape<16, 26, 26>
+///
+/// State dict: "weight" (Out, In, K, K) and "bias" (Out), initialised as torch.nn.Conv2d.
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "cohort/backend/ops.hpp"
+#include "cohort/layers/layer.hpp"
+
+namespace cohort {
+
+/// `Conv2d<InChannels, OutChannels, Kernel, Stride = 1, Padding = 0>` (square kernel, zero padding).
+template <std::size_t InChannels, std::size_t OutChannels, std::size_t Kernel, std::size_t Stride = 1,
+          std::size_t Padding = 0>
+struct Conv2d {
+  static_assert(InChannels >= 1, "Conv2d: InChannels must be at least 1");
+  static_assert(OutChannels >= 1, "Conv2d: OutChannels must be at least 1");
+  static_assert(Kernel >= 1, "Conv2d: Kernel must be at least 1");
+  static_assert(Stride >= 1, "Conv2d: Stride must be at least 1");
+
+  static constexpr std::string_view name = "Conv2d";
+  static std::string signature() {
+    return std::string(name) + detail::template_args(InChannels, OutChannels, Kernel, Stride, Padding);
+  }
+  using expected_input = expect::Image<InChannels>;
+  template <class In>
+  static constexpr bool accepts = ImageShape<In> && detail::extent_or_zero<In, 0>() == InChannels;
+
+  template <class In>
+  struct bind : NoTensors {
+    static constexpr std::size_t in_h = In::extents[1], in_w = In::extents[2];
+    static_assert(Kernel <= in_h + 2 * Padding && Kernel <= in_w + 2 * Padding,
+                  "Conv2d: Kernel is larger than the padded input image (the input shape is In in the note)");
+    static constexpr bool fits = Kernel <= in_h + 2 * Padding && Kernel <= in_w + 2 * Padding;
+
+    using layer = Conv2d;
+    using input_shape = In;
+    // When the kernel does not fit, fall back to a 1x1 geometry so that only the assertion above
+    // is reported, not a cascade of errors from unsigned wrap-around.
+    using geometry = Conv2dGeometry<InChannels, OutChannels, fits ? in_h : 1, fits ? in_w : 1, fits ? Kernel : 1,
+                                    Stride, fits ? Padding : 0>;
+    using output_shape = Shape<OutChannels, geometry::out_h, geometry::out_w>;
+
+    static constexpr std::size_t fan_in = InChannels * Kernel * Kernel;
+    static constexpr std::array<TensorSpec, 2> parameters{{
+        {"weight", 4, {OutChannels, InChannels, Kernel, Kernel}, Init::uniform_fan_in, fan_in},
+        {"bias", 1, {OutChannels}, Init::uniform_fan_in, fan_in},
+    }};
+    static constexpr auto offsets = packed_offsets(parameters);
+
+    template <class Backend, class T>
+    using state = typename ops::Conv2dKernels<Backend>::template workspace<geometry, T>;
+
+    template <class Backend, class T>
+    static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
+      ops::Conv2dKernels<Backend>::template forward<geometry>(a.ctx, a.x, a.params + offsets[0],
+                                                               a.params + offsets[1], a.y, a.batch, ws);
+    }
+    template <class Backend, class T>
+    static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
+      ops::Conv2dKernels<Backend>::template backward<geometry>(a.ctx, a.x, a.params + offsets[0], a.dy, a.dx,
+                                                                a.grads + offsets[0], a.grads + offsets[1],
+                                                                a.batch, a.accumulate, ws);
+    }
+  };
+};
+
+}  // namespace cohort

@@ -1,0 +1,56 @@
+#pragma once
+/// \file
+/// What the classification losses share: label validation and the gradient view they return.
+///
+///     double l = loss.forward(logits, labels);   // mean over the batch
+///     net.backward(loss.backward());             // d loss / d logits, typed like the logits
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "cohort/core/error.hpp"
+#include "cohort/core/shape.hpp"
+#include "cohort/tensor/batch.hpp"
+
+namespace cohort {
+
+/// d loss / d input of a loss's last forward; converts to the batch view the network expects
+/// (the feature count is checked).
+template <class T>
+class LossGradient {
+ public:
+  LossGradient() = default;
+  LossGradient(const T* data, std::size_t batch, std::size_t features) noexcept
+      : data_(data), batch_(batch), features_(features) {}
+
+  template <ShapeType S>
+  operator ConstBatchView<S, T>() const {
+    if (S::size != features_)
+      throw ShapeError(detail::concat("loss gradient: has ", features_, " features per sample, the network output has ",
+                                      S::size));
+    return {data_, batch_};
+  }
+  const T* data() const noexcept { return data_; }
+  std::size_t batch() const noexcept { return batch_; }
+  std::size_t features() const noexcept { return features_; }
+
+ private:
+  const T* data_ = nullptr;
+  std::size_t batch_ = 0, features_ = 0;
+};
+
+namespace detail {
+/// Throws unless there is one label per sample, each in [0, classes).
+inline void check_labels(const char* loss, std::span<const std::int32_t> labels, std::size_t batch,
+                         std::size_t classes) {
+  if (labels.size() != batch)
+    throw ShapeError(concat(loss, ": expected ", batch, " labels (one per sample), found ", labels.size()));
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] < 0 || std::size_t(labels[i]) >= classes)
+      throw ValueError(concat(loss, ": label of sample ", i, " is ", labels[i], ", expected a class in [0, ", classes,
+                              ")"));
+}
+}  // namespace detail
+
+}  // namespace cohort

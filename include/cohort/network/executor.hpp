@@ -1,0 +1,180 @@
+#pragma once
+/// \file
+/// Runs a network's layers forward and backward over a batch: owns the activations and the
+/// per-layer scratch, borrows parameters and gradients.
+///
+/// Separating the executor from the stores is what lets several replicas share one set of
+/// parameters (each with its own executor and gradients), and a backward pass write into any
+/// gradient store (accumulation, deterministic chunked reduction).
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <tuple>
+#include <utility>
+
+#include "cohort/core/error.hpp"
+#include "cohort/layers/layer.hpp"
+#include "cohort/network/parameters.hpp"
+#include "cohort/network/sequential.hpp"
+#include "cohort/tensor/batch.hpp"
+
+namespace cohort {
+
+/// Options of a backward pass.
+struct BackwardOptions {
+  /// Add to the gradient store instead of overwriting it (gradient accumulation).
+  bool accumulate = false;
+  /// Also compute d loss / d input (skipped by default: nothing upstream needs it).
+  bool input_grad = false;
+};
+
+/// The default backward hook: does nothing. A hook is called as `hook(layer_index)` as soon as
+/// that layer's parameter gradients are final, in reverse layer order (for overlapping
+/// all-reduce with the rest of the backward pass).
+struct NoHook {
+  constexpr void operator()(std::size_t) const noexcept {}
+};
+
+namespace detail {
+template <class List, class Backend, class T>
+struct state_tuple;
+template <class... Bs, class Backend, class T>
+struct state_tuple<type_list<Bs...>, Backend, T> {
+  using type = std::tuple<typename Bs::template state<Backend, T>...>;
+};
+
+template <class List>
+struct max_activation;
+template <class... Bs>
+struct max_activation<type_list<Bs...>> {
+  static constexpr std::size_t value = std::max({std::size_t(1), Bs::input_shape::size...});
+};
+}  // namespace detail
+
+/// Forward/backward over a batch for network `Net` with element type `T` on `Backend`.
+template <NetworkDescription Net, class T, class Backend>
+class Executor {
+  using layers = typename Net::layers;
+  static constexpr std::size_t L = Net::layer_count;
+  template <std::size_t I>
+  using layer = detail::at_t<I, layers>;
+
+ public:
+  using input_shape = typename Net::input_shape;
+  using output_shape = typename Net::output_shape;
+  using params_type = Parameters<Net, T, Backend>;
+  using grads_type = Gradients<Net, T, Backend>;
+  using context_type = typename Backend::context;
+
+  /// Makes room for batches of up to `batch` samples. Allocation happens here, only when the
+  /// batch grows past every earlier one.
+  void reserve(std::size_t batch) {
+    if (batch <= capacity_) return;
+    capacity_ = batch;
+    each_layer([&]<std::size_t I>() {
+      using B = layer<I>;
+      if constexpr (!detail::is_view_layer<B>()) outputs_[I].resize(batch * B::output_shape::size);
+      std::get<I>(states_).reserve(batch);
+    });
+    for (auto& g : grads_) g.resize(batch * detail::max_activation<layers>::value);
+  }
+
+  /// Runs every layer on `x` (which must stay alive until backward). Returns a view of the
+  /// output, valid until the next forward.
+  ConstBatchView<output_shape, T> forward(context_type& ctx, const StepInfo& step, params_type& p,
+                                          ConstBatchView<input_shape, T> x) {
+    if (x.batch() == 0) throw ValueError("forward: the batch is empty");
+    reserve(x.batch());
+    batch_ = x.batch();
+    step_ = step;
+    act_[0] = x.data();
+    each_layer([&]<std::size_t I>() {
+      using B = layer<I>;
+      if constexpr (detail::is_view_layer<B>()) {
+        act_[I + 1] = act_[I];
+      } else {
+        const ForwardArgs<Backend, T> args{ctx,
+                                           step_,
+                                           I,
+                                           batch_,
+                                           p.values.data() + Net::layout.param_base[I],
+                                           p.buffers.data() + Net::layout.buffer_base[I],
+                                           p.counters.data() + Net::layout.counter_base[I],
+                                           act_[I],
+                                           outputs_[I].data()};
+        B::template forward<Backend, T>(args, std::get<I>(states_));
+        act_[I + 1] = outputs_[I].data();
+      }
+    });
+    return {act_[L], batch_};
+  }
+
+  /// Back-propagates `dy` (d loss / d output of the last forward) into `g`. Returns d loss / d
+  /// input when `opts.input_grad`, else an empty view.
+  template <class Hook = NoHook>
+  ConstBatchView<input_shape, T> backward(context_type& ctx, const params_type& p, grads_type& g,
+                                          ConstBatchView<output_shape, T> dy, BackwardOptions opts = {},
+                                          Hook&& hook = {}) {
+    if (batch_ == 0) throw ValueError("backward: call forward first");
+    if (dy.batch() != batch_)
+      throw ShapeError(detail::concat("backward: the gradient has batch ", dy.batch(),
+                                      ", the last forward had batch ", batch_));
+    const T* d_out = dy.data();
+    int holder = -1;  // which of grads_ holds d_out (-1: the caller's memory)
+    each_layer_reversed([&]<std::size_t I>() {
+      using B = layer<I>;
+      const bool need_dx = I > 0 || opts.input_grad;
+      if constexpr (detail::is_view_layer<B>()) {
+        return;  // d_out already is d_in
+      } else {
+        if (!need_dx && B::parameters.size() == 0) return;
+        const int target = holder == 0 ? 1 : 0;
+        T* dx = need_dx ? grads_[target].data() : nullptr;
+        const BackwardArgs<Backend, T> args{ctx,
+                                            step_,
+                                            I,
+                                            batch_,
+                                            p.values.data() + Net::layout.param_base[I],
+                                            g.values.data() + Net::layout.param_base[I],
+                                            p.buffers.data() + Net::layout.buffer_base[I],
+                                            act_[I],
+                                            act_[I + 1],
+                                            d_out,
+                                            dx,
+                                            opts.accumulate};
+        B::template backward<Backend, T>(args, std::get<I>(states_));
+        if constexpr (B::parameters.size() > 0) hook(I);
+        d_out = dx;
+        holder = target;
+      }
+    });
+    return opts.input_grad ? ConstBatchView<input_shape, T>{d_out, batch_} : ConstBatchView<input_shape, T>{};
+  }
+
+  /// Batch size of the last forward pass.
+  std::size_t batch() const noexcept { return batch_; }
+  /// Output of layer `i` (input of layer i+1) from the last forward pass.
+  const T* activation(std::size_t i) const noexcept { return act_[i + 1]; }
+
+ private:
+  template <class F>
+  static void each_layer(F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<I>(), ...); }(std::make_index_sequence<L>{});
+  }
+  template <class F>
+  static void each_layer_reversed(F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (f.template operator()<L - 1 - I>(), ...);
+    }(std::make_index_sequence<L>{});
+  }
+
+  typename detail::state_tuple<layers, Backend, T>::type states_;
+  std::array<typename Backend::template buffer<T>, L> outputs_;
+  std::array<typename Backend::template buffer<T>, 2> grads_;  // ping-pong d loss / d activation
+  std::array<const T*, L + 1> act_{};
+  std::size_t batch_ = 0, capacity_ = 0;
+  StepInfo step_{};
+};
+
+}  // namespace cohort

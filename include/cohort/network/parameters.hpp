@@ -1,0 +1,146 @@
+#pragma once
+/// \file
+/// The flat stores that hold a network's tensors, and their names.
+///
+///     cohort::Parameters<Net> p;           // parameters, running statistics, counters
+///     p.initialize(/*seed=*/0);            // PyTorch's default initialisation, seeded
+///     for (auto& t : p.state_dict()) std::cout << t.name << '\n';   // "0.weight", "0.bias", ...
+///
+/// All parameters sit in one contiguous, aligned array in state_dict order (likewise gradients,
+/// running statistics and counters). Optimisers, all-reduce buckets and checkpoints work on the
+/// flat arrays; layers get pointers to their slices.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cohort/core/dtype.hpp"
+#include "cohort/core/error.hpp"
+#include "cohort/core/random.hpp"
+#include "cohort/network/sequential.hpp"
+
+namespace cohort {
+
+/// A named tensor of a network, as in a state_dict: where it is and what it holds.
+struct TensorRef {
+  std::string name;
+  TensorKind kind = TensorKind::parameter;
+  DType dtype = DType::f32;
+  std::vector<std::size_t> shape;
+  void* data = nullptr;
+  std::size_t size = 0;  // elements
+
+  std::size_t bytes() const noexcept { return size * dtype_size(dtype); }
+};
+
+/// Parameters, running statistics and counters of one network (its "state_dict").
+template <NetworkDescription Net, class T, class Backend>
+class Parameters {
+ public:
+  using net_type = Net;
+  using value_type = T;
+  using stat_type = accumulator_t<T>;
+
+  Parameters() {
+    values.resize(Net::parameter_store_size);
+    buffers.resize(Net::buffer_store_size);
+    counters.resize(Net::counter_store_size);
+  }
+
+  /// Trainable parameters, flat, state_dict order, each tensor 64-byte aligned.
+  typename Backend::template buffer<T> values;
+  /// Running statistics (BatchNorm running_mean / running_var).
+  typename Backend::template buffer<stat_type> buffers;
+  /// Integer buffers (BatchNorm num_batches_tracked).
+  typename Backend::template buffer<std::int64_t> counters;
+
+  /// PyTorch's default initialisation from `seed`: weights and biases U(-1/sqrt(fan_in),
+  /// 1/sqrt(fan_in)), BatchNorm weight 1 and bias 0, running mean 0 and variance 1. Tensor `j`
+  /// (in state_dict order) draws from its own stream, element `i` from index `i`:
+  /// w = float((2u - 1) * bound) with u uniform in [0, 1) and the arithmetic in double.
+  void initialize(std::uint64_t seed) {
+    std::size_t ordinal = 0;
+    for (const LayoutEntry& e : Net::layout.entries) {
+      const std::size_t n = e.spec.size();
+      switch (e.kind) {
+        case TensorKind::parameter: fill(values.data() + e.offset, n, e.spec, seed, ordinal); break;
+        case TensorKind::buffer: fill(buffers.data() + e.offset, n, e.spec, seed, ordinal); break;
+        case TensorKind::counter:
+          for (std::size_t i = 0; i < n; ++i) counters[e.offset + i] = 0;
+          break;
+      }
+      ++ordinal;
+    }
+  }
+
+  /// Every tensor under its state_dict name, in state_dict order.
+  std::vector<TensorRef> state_dict() {
+    std::vector<TensorRef> out;
+    out.reserve(Net::layout.entries.size());
+    for (const LayoutEntry& e : Net::layout.entries) {
+      TensorRef r;
+      r.name = e.name();
+      r.kind = e.kind;
+      r.shape.assign(e.spec.dims.begin(), e.spec.dims.begin() + std::ptrdiff_t(e.spec.rank));
+      r.size = e.spec.size();
+      switch (e.kind) {
+        case TensorKind::parameter:
+          r.dtype = dtype_of<T>;
+          r.data = values.data() + e.offset;
+          break;
+        case TensorKind::buffer:
+          r.dtype = dtype_of<stat_type>;
+          r.data = buffers.data() + e.offset;
+          break;
+        case TensorKind::counter:
+          r.dtype = DType::i64;
+          r.data = counters.data() + e.offset;
+          break;
+      }
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  /// The tensor called `name`; throws ValueError listing what exists when there is none.
+  TensorRef find(std::string_view name) {
+    for (TensorRef& r : state_dict())
+      if (r.name == name) return r;
+    std::string known;
+    for (const LayoutEntry& e : Net::layout.entries) known += (known.empty() ? "" : ", ") + e.name();
+    throw ValueError(detail::concat("no tensor named \"", name, "\" in this network; it has: ", known));
+  }
+
+ private:
+  template <class U>
+  static void fill(U* dst, std::size_t n, const TensorSpec& spec, std::uint64_t seed, std::size_t ordinal) {
+    switch (spec.init) {
+      case Init::zeros:
+        for (std::size_t i = 0; i < n; ++i) dst[i] = U(0);
+        break;
+      case Init::ones:
+        for (std::size_t i = 0; i < n; ++i) dst[i] = U(1);
+        break;
+      case Init::uniform_fan_in: {
+        const double bound = 1.0 / std::sqrt(double(spec.fan_in));
+        const RandomStream rng{seed, streams::init(ordinal)};
+        for (std::size_t i = 0; i < n; ++i) dst[i] = U((2.0 * double(rng.uniform(i)) - 1.0) * bound);
+        break;
+      }
+    }
+  }
+};
+
+/// Gradients of a network's parameters: same layout as Parameters::values.
+template <NetworkDescription Net, class T, class Backend>
+class Gradients {
+ public:
+  Gradients() { values.resize(Net::parameter_store_size); }
+  typename Backend::template buffer<T> values;
+};
+
+}  // namespace cohort

@@ -1,0 +1,191 @@
+#pragma once
+/// \file
+/// Compile-time composition of layers into a statically shaped network.
+///
+///     using Net = Sequential<Input<1, 28, 28>, Conv2d<1, 16, 3>, ReLU, MaxPool2d<2>, Flatten,
+///                            Linear<2704, 10>, LogSoftmax>;
+///     static_assert(std::is_same_v<Net::output_shape, Shape<10>>);
+///     static_assert(Net::parameter_count == 27'210);
+///
+/// A Sequential is a description: it holds no data. `Network<Net>` (network/network.hpp) makes a
+/// runnable instance. Every layer is bound to the shape its predecessor produces; a layer that
+/// cannot take that shape is a compile error naming its position, the layer and both shapes.
+/// Tensor names follow torch.nn.Sequential's state_dict ("0.weight", "3.running_mean").
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "cohort/core/shape.hpp"
+#include "cohort/detail/type_list.hpp"
+#include "cohort/layers/layer.hpp"
+
+namespace cohort {
+
+/// The three stores a network's tensors live in.
+enum class TensorKind : std::uint8_t { parameter, buffer, counter };
+
+/// A tensor of a network: which layer owns it, its spec, which store, and its offset there.
+struct LayoutEntry {
+  std::size_t layer = 0;
+  TensorSpec spec{};
+  TensorKind kind = TensorKind::parameter;
+  std::size_t offset = 0;
+
+  /// The state_dict key, "3.running_mean".
+  std::string name() const { return std::to_string(layer) + "." + std::string(spec.name); }
+};
+
+namespace detail {
+
+/// Fails with a message naming the layer position; the instantiation note shows the layer, the
+/// shape it received (Produced) and what it takes (Expected).
+template <std::size_t Index, class LayerType, class Produced, class Expected>
+constexpr bool check_link() {
+  if constexpr (!Layer<LayerType>) {
+    static_assert(Layer<LayerType>,
+                  "Sequential: argument Index (after the Input) is not a layer: it needs name, signature() and "
+                  "expected_input (see layers/layer.hpp)");
+    return false;
+  } else {
+    static_assert(LayerType::template accepts<Produced>,
+                  "Sequential: layer Index cannot take the output of the layer before it; compare Produced "
+                  "(the shape it receives) with Expected (the shape it takes) in the note below");
+    return LayerType::template accepts<Produced>;
+  }
+}
+
+template <bool Ok, std::size_t I, class Produced, class... Ls>
+struct chain_step;
+
+/// Binds layers left to right; stops at the first link that fails.
+template <std::size_t I, class Produced, class... Ls>
+struct chain {
+  using bound = type_list<>;
+  using output = Produced;
+};
+template <std::size_t I, class Produced, class L, class... Rest>
+struct chain<I, Produced, L, Rest...>
+    : chain_step<check_link<I, L, Produced, typename L::expected_input>(), I, Produced, L, Rest...> {};
+
+template <std::size_t I, class Produced, class L, class... Rest>
+struct chain_step<true, I, Produced, L, Rest...> {
+  using head = typename L::template bind<Produced>;
+  using next = chain<I + 1, typename head::output_shape, Rest...>;
+  using bound = typename prepend<head, typename next::bound>::type;
+  using output = typename next::output;
+};
+template <std::size_t I, class Produced, class L, class... Rest>
+struct chain_step<false, I, Produced, L, Rest...> {
+  using bound = type_list<>;
+  using output = InvalidShape;
+};
+
+template <class B>
+constexpr bool is_view_layer() {
+  if constexpr (requires { B::is_view; })
+    return B::is_view;
+  else
+    return false;
+}
+
+template <std::size_t N>
+constexpr std::size_t spec_sum(const std::array<TensorSpec, N>& a) {
+  std::size_t s = 0;
+  for (const auto& t : a) s += t.size();
+  return s;
+}
+
+/// Where every tensor of a network lives in the flat stores.
+template <std::size_t Layers, std::size_t Tensors>
+struct layout_tables {
+  std::array<LayoutEntry, Tensors> entries{};
+  // Start of each layer's slice in each store; [Layers] is the padded size of the store.
+  std::array<std::size_t, Layers + 1> param_base{}, buffer_base{}, counter_base{};
+};
+
+template <class... Bs>
+constexpr auto make_layout() {
+  constexpr std::size_t tensors = ((Bs::parameters.size() + Bs::buffers.size() + Bs::counters.size()) + ... + 0);
+  layout_tables<sizeof...(Bs), tensors> t{};
+  std::size_t e = 0, p = 0, b = 0, c = 0, li = 0;
+  auto add = [&](const auto& specs, TensorKind kind, std::size_t& cursor, std::size_t align) {
+    for (const auto& s : specs) {
+      t.entries[e++] = LayoutEntry{li, s, kind, cursor};
+      cursor = round_up(cursor + s.size(), align);
+    }
+  };
+  (
+      [&] {
+        t.param_base[li] = p;
+        t.buffer_base[li] = b;
+        t.counter_base[li] = c;
+        // state_dict order within a module: parameters, then buffers (counters are buffers too)
+        add(Bs::parameters, TensorKind::parameter, p, tensor_alignment);
+        add(Bs::buffers, TensorKind::buffer, b, tensor_alignment);
+        add(Bs::counters, TensorKind::counter, c, 1);
+        ++li;
+      }(),
+      ...);
+  t.param_base[li] = p;
+  t.buffer_base[li] = b;
+  t.counter_base[li] = c;
+  return t;
+}
+
+template <class List>
+struct layout;
+template <class... Bs>
+struct layout<type_list<Bs...>> {
+  static constexpr auto value = make_layout<Bs...>();
+  static constexpr std::size_t parameter_count = (spec_sum(Bs::parameters) + ... + 0);
+};
+
+}  // namespace detail
+
+/// `Sequential<Input<...>, Layer0, Layer1, ...>`: the network description.
+template <class InputDecl, class... Layers>
+struct Sequential {
+  static_assert(detail::is_input<InputDecl>::value,
+                "Sequential: the first argument must declare the input, e.g. Input<1, 28, 28>");
+  static_assert(sizeof...(Layers) > 0, "Sequential: give at least one layer after the Input");
+
+  using input_shape = typename InputDecl::shape;
+  using chain = detail::chain<0, input_shape, Layers...>;
+  /// The bound layers, in order (a detail::type_list).
+  using layers = typename chain::bound;
+  using output_shape = typename chain::output;
+
+  static constexpr std::size_t layer_count = sizeof...(Layers);
+  using layout_type = detail::layout<layers>;
+  static constexpr auto layout = layout_type::value;
+  /// Trainable scalars, as sum(p.numel() for p in model.parameters()).
+  static constexpr std::size_t parameter_count = layout_type::parameter_count;
+  /// Sizes of the flat stores, padding included.
+  static constexpr std::size_t parameter_store_size = layout.param_base[layer_count];
+  static constexpr std::size_t buffer_store_size = layout.buffer_base[layer_count];
+  static constexpr std::size_t counter_store_size = layout.counter_base[layer_count];
+
+  /// One line per layer: index, signature, input and output shape. Two networks are the same
+  /// (same layers, hyperparameters and shapes) exactly when their signatures are equal.
+  static std::string signature() {
+    std::string s = "Sequential<Input<" + input_shape::str() + ">";
+    std::size_t i = 0;
+    ((s += "; " + std::to_string(i++) + ":" + Layers::signature()), ...);
+    return s + "> -> " + output_shape::str();
+  }
+};
+
+namespace detail {
+template <class T>
+struct is_sequential : std::false_type {};
+template <class I, class... Ls>
+struct is_sequential<Sequential<I, Ls...>> : std::true_type {};
+}  // namespace detail
+
+/// A complete, well-formed network description.
+template <class N>
+concept NetworkDescription = detail::is_sequential<N>::value && ShapeType<typename N::output_shape>;
+
+}  // namespace cohort

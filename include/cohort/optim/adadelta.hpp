@@ -1,0 +1,91 @@
+#pragma once
+/// \file
+/// Adadelta (torch.optim.Adadelta): the optimiser of seed 000 (lr 0.5).
+///
+///     cohort::Adadelta opt({.lr = 0.5});
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cohort/core/random.hpp"  // COHORT_HOST_DEVICE
+#include "cohort/optim/optimizer.hpp"
+#include "cohort/tensor/buffer.hpp"
+
+namespace cohort {
+
+/// Adadelta hyperparameters, with torch.optim.Adadelta's defaults.
+struct AdadeltaOptions {
+  double lr = 1.0;
+  double rho = 0.9;
+  double eps = 1e-6;
+  double weight_decay = 0.0;
+};
+
+/// The update of one element (PyTorch's _single_tensor_adadelta, same operation order).
+template <class T>
+struct AdadeltaRule {
+  T lr, rho, one_minus_rho, eps, weight_decay;
+
+  COHORT_HOST_DEVICE void operator()(T& p, T g, T& square_avg, T& acc_delta) const {
+    if (weight_decay != T(0)) g = g + weight_decay * p;
+    square_avg = square_avg * rho + one_minus_rho * g * g;
+    const T std_ = std::sqrt(square_avg + eps);
+    const T delta = std::sqrt(acc_delta + eps) / std_ * g;
+    acc_delta = acc_delta * rho + one_minus_rho * delta * delta;
+    p = p + (-lr) * delta;
+  }
+};
+
+/// `Adadelta<T = float>`: Adadelta on a flat array of parameters.
+template <class T = float>
+class Adadelta {
+ public:
+  using options_type = AdadeltaOptions;
+
+  explicit Adadelta(AdadeltaOptions o = {}) : opt_(o) {
+    detail::require(o.lr >= 0, "Adadelta", "lr", o.lr, ">= 0");
+    detail::require(o.rho >= 0 && o.rho <= 1, "Adadelta", "rho", o.rho, "in [0, 1]");
+    detail::require(o.eps >= 0, "Adadelta", "eps", o.eps, ">= 0");
+    detail::require(o.weight_decay >= 0, "Adadelta", "weight_decay", o.weight_decay, ">= 0");
+  }
+
+  void step(std::span<T> params, std::span<const T> grads) {
+    detail::check_sizes("Adadelta", params.size(), grads.size(), square_avg_.size());
+    ensure_state(params.size());
+    const AdadeltaRule<T> rule{T(opt_.lr), T(opt_.rho), T(1 - opt_.rho), T(opt_.eps), T(opt_.weight_decay)};
+    T* sq = square_avg_.data();
+    T* acc = acc_delta_.data();
+    for (std::size_t i = 0; i < params.size(); ++i) rule(params[i], grads[i], sq[i], acc[i]);
+    ++steps_;
+  }
+  template <class Net>
+  void step(Net& net) {
+    step(net.parameter_span(), net.gradient_span());
+  }
+
+  std::uint64_t steps() const noexcept { return steps_; }
+  void set_steps(std::uint64_t s) noexcept { steps_ = s; }
+  const AdadeltaOptions& options() const noexcept { return opt_; }
+  std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {
+    if (params) ensure_state(params);
+    return {{"square_avg", square_avg_.span()}, {"acc_delta", acc_delta_.span()}};
+  }
+
+ private:
+  void ensure_state(std::size_t n) {
+    if (square_avg_.size() == n) return;
+    square_avg_.resize(n);
+    acc_delta_.resize(n);
+  }
+
+  AdadeltaOptions opt_;
+  HostBuffer<T> square_avg_, acc_delta_;
+  std::uint64_t steps_ = 0;
+};
+
+Adadelta(AdadeltaOptions) -> Adadelta<float>;
+
+}  // namespace cohort

@@ -1,0 +1,114 @@
+#pragma once
+/// \file
+/// Adam, optionally AMSGrad, with L2 weight decay (torch.optim.Adam).
+///
+///     cohort::Adam opt({.lr = 1e-3, .eps = 1e-7});   // seed 003's settings
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cohort/core/random.hpp"  // COHORT_HOST_DEVICE
+#include "cohort/optim/optimizer.hpp"
+#include "cohort/tensor/buffer.hpp"
+
+namespace cohort {
+
+/// Adam hyperparameters, with torch.optim.Adam's defaults.
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool amsgrad = false;
+};
+
+/// The update of one element at one step (PyTorch's _single_tensor_adam, same operation order;
+/// the bias corrections are computed in double once per step, as Python does).
+template <class T>
+struct AdamRule {
+  T weight_decay, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size;
+  bool amsgrad;
+
+  COHORT_HOST_DEVICE void operator()(T& p, T g, T& m, T& v, T& vmax) const {
+    if (weight_decay != T(0)) g = g + weight_decay * p;
+    // exp_avg.lerp_(grad, 1 - beta1)
+    const T w = one_minus_beta1;
+    m = (w < T(0.5)) ? m + w * (g - m) : g - (g - m) * (T(1) - w);
+    // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    v = v * beta2 + one_minus_beta2 * g * g;
+    T denom;
+    if (amsgrad) {
+      vmax = vmax > v ? vmax : v;
+      denom = std::sqrt(vmax) / bias_correction2_sqrt + eps;
+    } else {
+      denom = std::sqrt(v) / bias_correction2_sqrt + eps;
+    }
+    // param.addcdiv_(exp_avg, denom, value=-step_size)
+    p = p + neg_step_size * m / denom;
+  }
+};
+
+/// `Adam<T = float>`: Adam on a flat array of parameters.
+template <class T = float>
+class Adam {
+ public:
+  using options_type = AdamOptions;
+
+  explicit Adam(AdamOptions o = {}) : opt_(o) {
+    detail::require(o.lr >= 0, "Adam", "lr", o.lr, ">= 0");
+    detail::require(o.eps >= 0, "Adam", "eps", o.eps, ">= 0");
+    detail::require(o.beta1 >= 0 && o.beta1 < 1, "Adam", "beta1", o.beta1, "in [0, 1)");
+    detail::require(o.beta2 >= 0 && o.beta2 < 1, "Adam", "beta2", o.beta2, "in [0, 1)");
+    detail::require(o.weight_decay >= 0, "Adam", "weight_decay", o.weight_decay, ">= 0");
+  }
+
+  void step(std::span<T> params, std::span<const T> grads) {
+    detail::check_sizes("Adam", params.size(), grads.size(), exp_avg_.size());
+    ensure_state(params.size());
+    ++steps_;
+    const double s = double(steps_);
+    const double bc1 = 1 - std::pow(opt_.beta1, s);
+    const double bc2 = 1 - std::pow(opt_.beta2, s);
+    const AdamRule<T> rule{T(opt_.weight_decay), T(1 - opt_.beta1),      T(opt_.beta2), T(1 - opt_.beta2),
+                           T(std::sqrt(bc2)),    T(opt_.eps),            T(-(opt_.lr / bc1)), opt_.amsgrad};
+    T* m = exp_avg_.data();
+    T* v = exp_avg_sq_.data();
+    T* vmax = opt_.amsgrad ? max_exp_avg_sq_.data() : nullptr;
+    T dummy{};
+    for (std::size_t i = 0; i < params.size(); ++i) rule(params[i], grads[i], m[i], v[i], vmax ? vmax[i] : dummy);
+  }
+  template <class Net>
+  void step(Net& net) {
+    step(net.parameter_span(), net.gradient_span());
+  }
+
+  std::uint64_t steps() const noexcept { return steps_; }
+  void set_steps(std::uint64_t s) noexcept { steps_ = s; }
+  const AdamOptions& options() const noexcept { return opt_; }
+  std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {
+    if (params) ensure_state(params);
+    std::vector<OptimizerSlot<T>> out{{"exp_avg", exp_avg_.span()}, {"exp_avg_sq", exp_avg_sq_.span()}};
+    if (opt_.amsgrad) out.push_back({"max_exp_avg_sq", max_exp_avg_sq_.span()});
+    return out;
+  }
+
+ private:
+  void ensure_state(std::size_t n) {
+    if (exp_avg_.size() == n) return;
+    exp_avg_.resize(n);
+    exp_avg_sq_.resize(n);
+    if (opt_.amsgrad) max_exp_avg_sq_.resize(n);
+  }
+
+  AdamOptions opt_;
+  HostBuffer<T> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
+  std::uint64_t steps_ = 0;
+};
+
+Adam(AdamOptions) -> Adam<float>;
+
+}  // namespace cohort

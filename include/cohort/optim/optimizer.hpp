@@ -1,0 +1,51 @@
+#pragma once
+/// \file
+/// What every optimiser provides, and the helpers they share.
+///
+///     cohort::Adam opt({.lr = 1e-3});
+///     opt.step(net);          // or opt.step(params_span, grads_span)
+///
+/// Optimisers update the flat parameter array in one pass. Their update rules are written as
+/// element functions (host and device), in the same operation order as PyTorch's single-tensor
+/// implementations, so results agree with torch.optim to float rounding.
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cohort/core/error.hpp"
+
+namespace cohort {
+
+/// A named piece of optimiser state, parallel to the flat parameter array ("exp_avg").
+template <class T>
+struct OptimizerSlot {
+  std::string name;
+  std::span<T> values;
+};
+
+/// An optimiser over flat parameter and gradient arrays.
+template <class O>
+concept Optimizer = requires(O& o, std::span<float> p, std::span<const float> g) {
+  o.step(p, g);
+  { o.steps() } -> std::convertible_to<std::uint64_t>;
+  o.slots();
+};
+
+namespace detail {
+/// PyTorch's argument checks, with its wording: "Adam: invalid lr: -1 (expected >= 0)".
+inline void require(bool ok, const char* opt, const char* what, double value, const char* expected) {
+  if (!ok) throw ValueError(concat(opt, ": invalid ", what, ": ", value, " (expected ", expected, ")"));
+}
+inline void check_sizes(const char* opt, std::size_t params, std::size_t grads, std::size_t state) {
+  if (params != grads)
+    throw ShapeError(concat(opt, ": ", params, " parameters but ", grads, " gradients"));
+  if (state != 0 && state != params)
+    throw ShapeError(concat(opt, ": state was built for ", state, " parameters, step() got ", params));
+}
+}  // namespace detail
+
+}  // namespace cohort

@@ -1,0 +1,94 @@
+#pragma once
+/// \file
+/// Stochastic gradient descent with momentum, dampening, Nesterov and weight decay
+/// (torch.optim.SGD).
+///
+///     cohort::Sgd opt({.lr = 0.01, .momentum = 0.9, .nesterov = true});
+///     opt.step(net);
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cohort/core/random.hpp"  // COHORT_HOST_DEVICE
+#include "cohort/optim/optimizer.hpp"
+#include "cohort/tensor/buffer.hpp"
+
+namespace cohort {
+
+/// SGD hyperparameters, with torch.optim.SGD's defaults.
+struct SgdOptions {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+/// The update of one element (PyTorch's _single_tensor_sgd, same operation order).
+template <class T>
+struct SgdRule {
+  T lr, momentum, one_minus_dampening, weight_decay;
+  bool nesterov, first_step;
+
+  COHORT_HOST_DEVICE void operator()(T& p, T g, T& buf) const {
+    if (weight_decay != T(0)) g = g + weight_decay * p;
+    if (momentum != T(0)) {
+      buf = first_step ? g : buf * momentum + one_minus_dampening * g;
+      g = nesterov ? g + momentum * buf : buf;
+    }
+    p = p + (-lr) * g;
+  }
+};
+
+/// `Sgd<T = float>`: SGD on a flat array of parameters.
+template <class T = float>
+class Sgd {
+ public:
+  using options_type = SgdOptions;
+
+  explicit Sgd(SgdOptions o = {}) : opt_(o) {
+    detail::require(o.lr >= 0, "SGD", "lr", o.lr, ">= 0");
+    detail::require(o.momentum >= 0, "SGD", "momentum", o.momentum, ">= 0");
+    detail::require(o.weight_decay >= 0, "SGD", "weight_decay", o.weight_decay, ">= 0");
+    detail::require(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD", "nesterov with momentum",
+                    o.momentum, "momentum > 0 and dampening == 0");
+  }
+
+  void step(std::span<T> params, std::span<const T> grads) {
+    detail::check_sizes("SGD", params.size(), grads.size(), momentum_.size());
+    const bool first = steps_ == 0;
+    if (opt_.momentum != 0 && momentum_.size() == 0) momentum_.resize(params.size());
+    const SgdRule<T> rule{T(opt_.lr), T(opt_.momentum), T(1 - opt_.dampening), T(opt_.weight_decay), opt_.nesterov,
+                          first};
+    T* buf = momentum_.data();
+    T dummy{};
+    for (std::size_t i = 0; i < params.size(); ++i) rule(params[i], grads[i], buf ? buf[i] : dummy);
+    ++steps_;
+  }
+  template <class Net>
+  void step(Net& net) {
+    step(net.parameter_span(), net.gradient_span());
+  }
+
+  std::uint64_t steps() const noexcept { return steps_; }
+  void set_steps(std::uint64_t s) noexcept { steps_ = s; }
+  const SgdOptions& options() const noexcept { return opt_; }
+  /// State for checkpoints: "momentum_buffer" when momentum is on. Allocates it if missing so
+  /// that a checkpoint can be loaded into a fresh optimiser.
+  std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {
+    if (opt_.momentum == 0) return {};
+    if (momentum_.size() == 0 && params) momentum_.resize(params);
+    return {{"momentum_buffer", momentum_.span()}};
+  }
+
+ private:
+  SgdOptions opt_;
+  HostBuffer<T> momentum_;
+  std::uint64_t steps_ = 0;
+};
+
+Sgd(SgdOptions) -> Sgd<float>;
+
+}  // namespace cohort
