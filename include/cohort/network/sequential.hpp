@@ -59,6 +59,16 @@ constexpr bool check_link() {
 template <bool Ok, std::size_t I, class Produced, class... Ls>
 struct chain_step;
 
+/// What a layer takes, or void for a type that is not a layer (check_link then reports it).
+template <class L>
+struct expected_input_of {
+  using type = void;
+};
+template <Layer L>
+struct expected_input_of<L> {
+  using type = typename L::expected_input;
+};
+
 /// Binds layers left to right; stops at the first link that fails.
 template <std::size_t I, class Produced, class... Ls>
 struct chain {
@@ -67,7 +77,7 @@ struct chain {
 };
 template <std::size_t I, class Produced, class L, class... Rest>
 struct chain<I, Produced, L, Rest...>
-    : chain_step<check_link<I, L, Produced, typename L::expected_input>(), I, Produced, L, Rest...> {};
+    : chain_step<check_link<I, L, Produced, typename expected_input_of<L>::type>(), I, Produced, L, Rest...> {};
 
 template <std::size_t I, class Produced, class L, class... Rest>
 struct chain_step<true, I, Produced, L, Rest...> {

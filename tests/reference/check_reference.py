@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Regenerates the PyTorch fixtures into a temporary directory and checks that the committed
+ones are unchanged: same files, tensors, shapes and dtypes; integers equal; floats within
+1e-6 of each tensor's largest magnitude (different CPUs or torch builds may round BLAS sums
+differently, which is not a change of reference). Exit status 1 on any difference.
+
+    python3 tests/reference/check_reference.py
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from safetensors.numpy import load_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+COMMITTED = os.path.join(HERE, "fixtures")
+RTOL = 1e-6
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, os.path.join(HERE, "make_reference.py"), "--out", tmp], check=True)
+        fresh = sorted(f for f in os.listdir(tmp) if f.endswith(".safetensors"))
+        committed = sorted(f for f in os.listdir(COMMITTED) if f.endswith(".safetensors"))
+        problems = []
+        if fresh != committed:
+            problems.append(f"file sets differ: only fresh {set(fresh) - set(committed)}, "
+                            f"only committed {set(committed) - set(fresh)}")
+        worst = 0.0
+        for f in sorted(set(fresh) & set(committed)):
+            a, b = load_file(os.path.join(tmp, f)), load_file(os.path.join(COMMITTED, f))
+            if a.keys() != b.keys():
+                problems.append(f"{f}: tensor names differ: {sorted(set(a) ^ set(b))}")
+                continue
+            for k in a:
+                x, y = a[k], b[k]
+                if x.dtype != y.dtype or x.shape != y.shape:
+                    problems.append(f"{f}:{k}: {x.dtype}{x.shape} vs committed {y.dtype}{y.shape}")
+                elif np.issubdtype(x.dtype, np.integer):
+                    if not np.array_equal(x, y):
+                        problems.append(f"{f}:{k}: integer values differ")
+                else:
+                    scale = max(float(np.max(np.abs(y))) if y.size else 0.0, 1e-30)
+                    err = float(np.max(np.abs(x.astype(np.float64) - y))) / scale if y.size else 0.0
+                    worst = max(worst, err)
+                    if err > RTOL:
+                        problems.append(f"{f}:{k}: differs by {err:.3g} of its largest value (limit {RTOL})")
+        for p in problems:
+            print("MISMATCH", p)
+        print(f"checked {len(committed)} fixtures, worst relative difference {worst:.3g}")
+        return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""Writes the PyTorch reference fixtures the C++ parity tests compare against.
+
+    python3 tests/reference/make_reference.py [--out DIR]
+
+Every fixture is a .safetensors file: inputs, the upstream gradient, and PyTorch's forward
+output, input gradient, parameter gradients and the parameters after 3 optimiser steps.
+Layers use fixed random inputs and parameters; models A-D use cohort's own initialisation
+(mirrored in cohort_mirror.py) and, for model A, cohort's dropout masks. Runs on the CPU with
+one thread so the numbers are reproducible; check_reference.py regenerates and compares.
+"""
+import argparse
+import json
+import os
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors.numpy import save_file
+
+import cohort_mirror as cm
+
+GENERATOR_VERSION = "1"
+
+
+def t2n(t):
+    return t.detach().cpu().contiguous().numpy().copy()
+
+
+def save(out, name, tensors, meta):
+    meta = {k: json.dumps(v) if not isinstance(v, str) else v for k, v in meta.items()}
+    meta["torch_version"] = torch.__version__
+    meta["generator_version"] = GENERATOR_VERSION
+    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, os.path.join(out, name + ".safetensors"),
+              metadata=meta)
+
+
+def rng(seed):
+    return np.random.default_rng(seed)
+
+
+def randn(g, *shape, scale=1.0):
+    return (g.standard_normal(shape) * scale).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Layers: forward, backward (loss = sum(y * dy)), and 3 SGD(momentum) steps on that loss.
+
+def layer_case(out, name, module, x, seed, meta, train=True, steps=True, set_state=None):
+    g = rng(seed)
+    if set_state:
+        set_state(module, g)
+    module.train(train)
+    tensors = {"x": x}
+    for k, v in module.state_dict().items():
+        tensors["p." + k] = t2n(v)
+    xt = torch.from_numpy(x).requires_grad_(True)
+    y = module(xt)
+    dy = randn(g, *y.shape)
+    y.backward(torch.from_numpy(dy))
+    tensors.update({"y": t2n(y), "dy": dy, "dx": t2n(xt.grad)})
+    for k, p in module.named_parameters():
+        tensors["g." + k] = t2n(p.grad)
+    for k, b in module.named_buffers():
+        tensors["after." + k] = t2n(b)
+    if steps and any(True for _ in module.parameters()):
+        opt = torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9, foreach=False)
+        for s in range(3):
+            opt.zero_grad()
+            yy = module(torch.from_numpy(x))
+            (yy * torch.from_numpy(dy)).sum().backward()
+            opt.step()
+            for k, p in module.named_parameters():
+                tensors[f"step{s + 1}." + k] = t2n(p)
+    save(out, name, tensors, meta)
+
+
+def random_params(module, g):
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.from_numpy(randn(g, *p.shape, scale=0.3)))
+
+
+def random_bn(module, g):
+    with torch.no_grad():
+        module.weight.copy_(torch.from_numpy(1 + randn(g, *module.weight.shape, scale=0.2)))
+        module.bias.copy_(torch.from_numpy(randn(g, *module.bias.shape, scale=0.2)))
+        module.running_mean.copy_(torch.from_numpy(randn(g, *module.running_mean.shape, scale=0.3)))
+        module.running_var.copy_(torch.from_numpy(0.5 + g.random(module.running_var.shape).astype(np.float32)))
+
+
+class PhiloxDropout(nn.Module):
+    """Dropout / Dropout2d with cohort's masks (see cohort_mirror.dropout_mask)."""
+
+    def __init__(self, p, layer, channelwise, ctx):
+        super().__init__()
+        self.p, self.layer, self.channelwise, self.ctx = p, layer, channelwise, ctx
+
+    def forward(self, x):
+        if not self.training:
+            return x
+        n = x.shape[0]
+        units_per_sample = x.shape[1] if self.channelwise else x[0].numel()
+        m = cm.dropout_mask(self.p, self.ctx["seed"], self.layer, self.ctx["step"], 0, n * units_per_sample)
+        shape = (n, x.shape[1]) + (1,) * (x.dim() - 2) if self.channelwise else x.shape
+        return x * torch.from_numpy(m).reshape(shape)
+
+
+def make_layers(out):
+    g = rng(1)
+    layer_case(out, "layer_conv2d_k3", nn.Conv2d(3, 5, 3), randn(g, 2, 3, 9, 8), 11,
+               {"layer": "Conv2d<3,5,3,1,0>"}, set_state=random_params)
+    layer_case(out, "layer_conv2d_k5s2p2", nn.Conv2d(2, 4, 5, stride=2, padding=2), randn(g, 3, 2, 11, 10), 12,
+               {"layer": "Conv2d<2,4,5,2,2>"}, set_state=random_params)
+    layer_case(out, "layer_conv2d_k1", nn.Conv2d(4, 6, 1), randn(g, 2, 4, 5, 5), 13,
+               {"layer": "Conv2d<4,6,1,1,0>"}, set_state=random_params)
+    layer_case(out, "layer_linear", nn.Linear(12, 7), randn(g, 5, 12), 14, {"layer": "Linear<12,7>"},
+               set_state=random_params)
+    layer_case(out, "layer_batch_norm2d_train", nn.BatchNorm2d(3), randn(g, 4, 3, 5, 6, scale=2.0) + 0.5, 15,
+               {"layer": "BatchNorm2d<3>"}, set_state=random_bn, steps=False)
+    layer_case(out, "layer_batch_norm2d_eval", nn.BatchNorm2d(3), randn(g, 4, 3, 5, 6, scale=2.0) + 0.5, 16,
+               {"layer": "BatchNorm2d<3>"}, train=False, set_state=random_bn, steps=False)
+    x = randn(g, 4, 3, 5, 5)
+    x[0, 0, 0, :] = 0.0  # the gradient of ReLU at exactly 0 is 0
+    layer_case(out, "layer_relu", nn.ReLU(), x, 17, {"layer": "ReLU"})
+    layer_case(out, "layer_max_pool2d_k2", nn.MaxPool2d(2), randn(g, 2, 3, 9, 8), 18, {"layer": "MaxPool2d<2,2,0>"})
+    layer_case(out, "layer_max_pool2d_k3s2p1", nn.MaxPool2d(3, 2, 1), randn(g, 2, 2, 9, 9), 19,
+               {"layer": "MaxPool2d<3,2,1>"})
+    ties = np.round(randn(g, 2, 2, 6, 6)).astype(np.float32)  # many equal values: first maximum wins
+    layer_case(out, "layer_max_pool2d_ties", nn.MaxPool2d(2), ties, 20, {"layer": "MaxPool2d<2,2,0>"})
+    x = randn(g, 5, 10, scale=3.0)
+    x[0] += 80.0  # large magnitudes must not overflow
+    x[1] -= 80.0
+    layer_case(out, "layer_log_softmax", nn.LogSoftmax(dim=1), x, 21, {"layer": "LogSoftmax"})
+    ctx = {"seed": 1234, "step": 3}
+    layer_case(out, "layer_dropout", PhiloxDropout(0.25, 0, False, ctx), randn(g, 6, 10), 22,
+               {"layer": "Dropout<0.25>", "seed": 1234, "step": 3, "index": 0})
+    ctx2 = {"seed": 99, "step": 7}
+    layer_case(out, "layer_dropout2d", PhiloxDropout(0.1, 0, True, ctx2), randn(g, 4, 5, 3, 3), 23,
+               {"layer": "Dropout2d<0.1>", "seed": 99, "step": 7, "index": 0})
+
+
+# ----------------------------------------------------------------------------------------------
+# Losses
+
+def make_losses(out):
+    g = rng(2)
+    labels = g.integers(0, 10, size=6).astype(np.int32)
+    logits = randn(g, 6, 10, scale=3.0)
+    logits[2] += 60.0
+    logp = F.log_softmax(torch.from_numpy(randn(g, 6, 10)), dim=1).numpy()
+    for name, fn, x in (("loss_nll", F.nll_loss, logp), ("loss_cross_entropy", F.cross_entropy, logits)):
+        xt = torch.from_numpy(x).requires_grad_(True)
+        loss = fn(xt, torch.from_numpy(labels).long())
+        loss.backward()
+        save(out, name, {"x": x, "labels": labels, "loss": np.array([loss.item()], dtype=np.float32),
+                         "dx": t2n(xt.grad)}, {"loss": name})
+
+
+# ----------------------------------------------------------------------------------------------
+# Optimisers: 3 steps from fixed parameters and gradients.
+
+OPTIMIZERS = {
+    "sgd_plain": (torch.optim.SGD, dict(lr=0.1)),
+    "sgd_momentum": (torch.optim.SGD, dict(lr=0.1, momentum=0.9)),
+    "sgd_dampening_wd": (torch.optim.SGD, dict(lr=0.1, momentum=0.9, dampening=0.3, weight_decay=0.01)),
+    "sgd_nesterov": (torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.001)),
+    "adam_default": (torch.optim.Adam, dict(lr=1e-3)),
+    "adam_amsgrad_wd": (torch.optim.Adam, dict(lr=0.01, betas=(0.8, 0.99), eps=1e-7, weight_decay=0.1, amsgrad=True)),
+    "adadelta_default": (torch.optim.Adadelta, dict()),
+    "adadelta_custom": (torch.optim.Adadelta, dict(lr=0.5, rho=0.95, eps=1e-5, weight_decay=0.05)),
+}
+
+
+def make_optimizers(out):
+    g = rng(3)
+    p0 = randn(g, 37)
+    grads = [randn(g, 37) for _ in range(3)]
+    grads[1][:5] = 0.0  # zero gradients must be handled as PyTorch does
+    for name, (cls, kw) in OPTIMIZERS.items():
+        p = torch.nn.Parameter(torch.from_numpy(p0.copy()))
+        opt = cls([p], foreach=False, **kw)
+        tensors = {"p0": p0}
+        for s in range(3):
+            p.grad = torch.from_numpy(grads[s].copy())
+            opt.step()
+            tensors[f"g{s + 1}"] = grads[s]
+            tensors[f"p{s + 1}"] = t2n(p)
+        save(out, "optim_" + name, tensors, {"optimizer": cls.__name__, "options": kw})
+
+
+# ----------------------------------------------------------------------------------------------
+# Models A-D, from cohort's initialisation.
+
+def model_a(ctx):
+    return nn.Sequential(nn.Conv2d(1, 16, 3), nn.ReLU(), nn.Conv2d(16, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+                         PhiloxDropout(0.10, 5, True, ctx), nn.Flatten(), nn.Linear(4608, 64), nn.ReLU(),
+                         PhiloxDropout(0.25, 9, False, ctx), nn.Linear(64, 10), nn.LogSoftmax(dim=1))
+
+
+def model_b(ctx):
+    return nn.Sequential(nn.Conv2d(1, 16, 5, 1, 2), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2, 2),
+                         nn.Conv2d(16, 32, 5, 1, 2), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2, 2),
+                         nn.Flatten(), nn.Linear(1568, 10))
+
+
+def model_c(ctx):
+    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(6272, 64), nn.ReLU(), nn.Linear(64, 10))
+
+
+def model_d(ctx):
+    return nn.Sequential(nn.Conv2d(1, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(128, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(256, 512, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(4608, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+
+
+MODELS = {
+    # name: (builder, loss, optimizer, options); the seeds' recipes, with B's lr raised so 3 steps move
+    "A": (model_a, "nll", torch.optim.Adadelta, dict(lr=0.5)),
+    "B": (model_b, "cross_entropy", torch.optim.SGD, dict(lr=0.01, momentum=0.9)),
+    "C": (model_c, "cross_entropy", torch.optim.Adam, dict(lr=1e-3, eps=1e-7)),
+    "D": (model_d, "cross_entropy", torch.optim.Adam, dict(lr=1e-3, eps=1e-7)),
+}
+LARGE = 50_000  # larger tensors are stored every 61st element to keep fixtures small
+STRIDE = 61
+
+
+def put(tensors, key, arr):
+    arr = np.ascontiguousarray(arr)
+    if arr.size > LARGE:
+        tensors[key + f".every{STRIDE}"] = arr.reshape(-1)[::STRIDE].copy()
+    else:
+        tensors[key] = arr
+
+
+def make_models(out, batch=8, seed=0):
+    for name, (builder, loss_name, opt_cls, opt_kw) in MODELS.items():
+        ctx = {"seed": seed, "step": 0}
+        model = builder(ctx)
+        cm.cohort_init(model, seed)
+        model.train()
+        g = rng(100 + ord(name))
+        xs = [g.random((batch, 1, 28, 28), dtype=np.float32) * 2 - 0.5 for _ in range(3)]
+        ys = [g.integers(0, 10, size=batch).astype(np.int32) for _ in range(3)]
+        loss_fn = F.nll_loss if loss_name == "nll" else F.cross_entropy
+        opt = opt_cls(model.parameters(), foreach=False, **opt_kw)
+        tensors = {}
+        for k, v in model.state_dict().items():
+            tensors["init_head." + k] = t2n(v).reshape(-1)[:64].copy()
+        for s in range(3):
+            ctx["step"] = s
+            tensors[f"x{s}"], tensors[f"labels{s}"] = xs[s], ys[s]
+            xt = torch.from_numpy(xs[s]).requires_grad_(s == 0)
+            opt.zero_grad()
+            y = model(xt)
+            loss = loss_fn(y, torch.from_numpy(ys[s]).long())
+            loss.backward()
+            tensors[f"loss{s}"] = np.array([loss.item()], dtype=np.float32)
+            if s == 0:
+                tensors["y0"] = t2n(y)
+                tensors["dx0"] = t2n(xt.grad)
+                for k, p in model.named_parameters():
+                    put(tensors, "g0." + k, t2n(p.grad))
+            opt.step()
+        for k, v in model.state_dict().items():
+            put(tensors, "after." + k, t2n(v))
+        save(out, "model_" + name, tensors,
+             {"model": name, "loss": loss_name, "optimizer": opt_cls.__name__, "options": opt_kw, "seed": seed,
+              "batch": batch, "stride": STRIDE, "large": LARGE})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(0)
+    make_layers(args.out)
+    make_losses(args.out)
+    make_optimizers(args.out)
+    make_models(args.out)
+    print(f"wrote fixtures to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

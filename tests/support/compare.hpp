@@ -1,0 +1,57 @@
+#pragma once
+// Tensor comparison for parity tests: max |a - b| <= rtol * max |b| over the tensor. Relative to
+// the tensor's scale, not element by element: a gradient entry that is 1e-9 where its neighbours
+// are 1 carries no information about correctness at float precision.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <sstream>
+#include <string>
+
+namespace cohort::test {
+
+struct Comparison {
+  bool ok = true;
+  double worst = 0;  // max |a - b| / max |b|
+  std::size_t at = 0;
+  std::string message;
+};
+
+template <class A, class B>
+Comparison compare(std::span<const A> actual, std::span<const B> expected, double rtol, const std::string& what) {
+  Comparison c;
+  if (actual.size() != expected.size()) {
+    c.ok = false;
+    c.message = what + ": size " + std::to_string(actual.size()) + " vs expected " + std::to_string(expected.size());
+    return c;
+  }
+  double scale = 0;
+  for (auto v : expected) scale = std::max(scale, std::abs(double(v)));
+  scale = std::max(scale, 1e-30);
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double d = std::abs(double(actual[i]) - double(expected[i])) / scale;
+    if (!(d <= c.worst)) {  // also catches NaN
+      c.worst = std::isnan(d) ? INFINITY : d;
+      c.at = i;
+    }
+  }
+  c.ok = c.worst <= rtol;
+  std::ostringstream os;
+  os << what << ": worst difference " << c.worst << " of max |expected| at element " << c.at << " (actual "
+     << (actual.empty() ? 0.0 : double(actual[c.at])) << ", expected " << (expected.empty() ? 0.0 : double(expected[c.at]))
+     << ", limit " << rtol << ")";
+  c.message = os.str();
+  return c;
+}
+
+}  // namespace cohort::test
+
+/// CHECK that two tensors agree to `rtol` of the expected tensor's largest magnitude.
+#define COHORT_CHECK_CLOSE(actual, expected, rtol, what)                                                   \
+  do {                                                                                                     \
+    const auto cohort_cmp_ = ::cohort::test::compare(std::span(actual), std::span(expected), rtol, what); \
+    INFO(cohort_cmp_.message);                                                                             \
+    CHECK(cohort_cmp_.ok);                                                                                 \
+  } while (0)
