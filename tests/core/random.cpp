@@ -34,8 +34,8 @@ TEST_CASE("RandomStream: indexable, uniform on the unit interval, streams indepe
     same_b += a.bits(std::uint64_t(i)) == b.bits(std::uint64_t(i));
     same_c += a.bits(std::uint64_t(i)) == c.bits(std::uint64_t(i));
   }
-  CHECK(std::abs(sum / n - 0.5) < 0.005);                  // mean of U(0,1)
-  CHECK(std::abs(sumsq / n - sum * sum / n / n - 1.0 / 12) < 0.003);  // variance of U(0,1)
+  CHECK(std::abs(sum / n - 0.5) < 0.005);                            // mean of U(0,1)
+  CHECK(std::abs(sumsq / n - sum * sum / n / n - 1.0 / 12) < 0.003); // variance of U(0,1)
   CHECK(same_b < 5);
   CHECK(same_c < 5);
   // Element i is the same whatever order or grouping it is drawn in.

@@ -19,9 +19,10 @@ TEST_CASE("BatchNorm2d: state_dict names and defaults") {
   Network<single_layer_net<Shape<4, 2, 2>, BatchNorm2d<4>>> net;
   std::vector<std::string> names;
   for (const auto& t : net.state_dict()) names.push_back(t.name);
-  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "0.running_mean", "0.running_var", "0.num_batches_tracked"});
+  CHECK(names ==
+        std::vector<std::string>{"0.weight", "0.bias", "0.running_mean", "0.running_var", "0.num_batches_tracked"});
   CHECK(tensor_values(net, "0.running_var") == std::vector<double>(4, 1.0));
-  CHECK(net.parameters().find("0.num_batches_tracked").shape.empty());  // a 0-dim tensor, as PyTorch's
+  CHECK(net.parameters().find("0.num_batches_tracked").shape.empty()); // a 0-dim tensor, as PyTorch's
 }
 TEST_CASE("BatchNorm2d: a single value per channel in training is an error, not a NaN") {
   Network<single_layer_net<Shape<2, 1, 1>, BatchNorm2d<2>>> net;

@@ -34,7 +34,7 @@ TEST_CASE("Conv2d: PyTorch's default initialisation bounds") {
     CHECK(lo >= -bound);
     CHECK(hi <= bound);
     if (v.size() > 1000) {
-      CHECK(hi > 0.95 * bound);  // fills the interval
+      CHECK(hi > 0.95 * bound); // fills the interval
       CHECK(std::abs(mean / double(v.size())) < 0.05 * bound);
     }
   }

@@ -34,7 +34,7 @@ void gradcheck_loss() {
   const std::vector<double> analytic(g.data(), g.data() + x.size());
   check_gradient(f, x, analytic, {}, "d loss / d x");
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("NllLoss: matches PyTorch") { check_loss_fixture<NllLoss>("loss_nll"); }
 TEST_CASE("CrossEntropyLoss: matches PyTorch, stable with a logit of +60") {

@@ -96,7 +96,7 @@ void check_model(const std::string& name, Opt opt, double after_rtol = model_rto
   }
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("Model A (seed 000): matches PyTorch over 3 Adadelta steps, dropout on") {
   check_model<ModelA, NllLoss<>>("A", Adadelta({.lr = 0.5}));

@@ -28,7 +28,8 @@ void* operator new(std::size_t n) {
 }
 void* operator new(std::size_t n, std::align_val_t a) {
   ++g_allocations;
-  if (void* p = std::aligned_alloc(std::size_t(a), (n + std::size_t(a) - 1) / std::size_t(a) * std::size_t(a))) return p;
+  if (void* p = std::aligned_alloc(std::size_t(a), (n + std::size_t(a) - 1) / std::size_t(a) * std::size_t(a)))
+    return p;
   throw std::bad_alloc();
 }
 void operator delete(void* p) noexcept { std::free(p); }
@@ -45,7 +46,7 @@ std::vector<float> random_images(std::size_t batch, unsigned seed) {
   for (auto& v : x) v = u(gen);
   return x;
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("Network: no heap allocation after the first step, even with a smaller last batch") {
   using models::ModelB;
@@ -61,10 +62,10 @@ TEST_CASE("Network: no heap allocation after the first step, even with a smaller
     net.backward(loss.backward());
     opt.step(net);
   };
-  step(32);  // the first step allocates activations, scratch and optimiser state
+  step(32); // the first step allocates activations, scratch and optimiser state
   const std::size_t before = g_allocations.load();
   for (int i = 0; i < 3; ++i) step(32);
-  step(7);  // an epoch's short last batch
+  step(7); // an epoch's short last batch
   step(32);
   CHECK(g_allocations.load() == before);
 }

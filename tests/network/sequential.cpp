@@ -7,9 +7,9 @@ using namespace cohort;
 using namespace cohort::models;
 
 // The spelling of issue "Core", verbatim.
-using ModelAIssue = Sequential<Input<1, 28, 28>, Conv2d<1, 16, 3>, ReLU, Conv2d<16, 32, 3>, ReLU, MaxPool2d<2>,
-                               Dropout2d<0.10f>, Flatten, Linear<4608, 64>, ReLU, Dropout<0.25f>, Linear<64, 10>,
-                               LogSoftmax>;
+using ModelAIssue =
+    Sequential<Input<1, 28, 28>, Conv2d<1, 16, 3>, ReLU, Conv2d<16, 32, 3>, ReLU, MaxPool2d<2>, Dropout2d<0.10f>,
+               Flatten, Linear<4608, 64>, ReLU, Dropout<0.25f>, Linear<64, 10>, LogSoftmax>;
 static_assert(ModelAIssue::parameter_count == 300'426);
 static_assert(std::is_same_v<ModelAIssue::output_shape, Shape<10>>);
 static_assert(std::is_same_v<ModelA, ModelAIssue>);

@@ -28,7 +28,7 @@ void check_steps(Opt opt, const std::string& name) {
   }
   CHECK(opt.steps() == 3);
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("SGD: matches torch.optim.SGD over 3 steps") {
   check_steps(Sgd({.lr = 0.1}), "sgd_plain");
@@ -58,7 +58,7 @@ TEST_CASE("Optimisers: defaults are PyTorch's") {
 
 TEST_CASE("Optimisers: invalid hyperparameters are typed errors") {
   CHECK_THROWS_WITH_AS(Sgd({.lr = -1}), "SGD: invalid lr: -1 (expected >= 0)", ValueError);
-  CHECK_THROWS_AS(Sgd({.lr = 0.1, .nesterov = true}), ValueError);  // nesterov needs momentum
+  CHECK_THROWS_AS(Sgd({.lr = 0.1, .nesterov = true}), ValueError); // nesterov needs momentum
   CHECK_THROWS_AS(Sgd({.lr = 0.1, .momentum = 0.9, .dampening = 0.5, .nesterov = true}), ValueError);
   CHECK_THROWS_AS(Adam({.beta1 = 1.0}), ValueError);
   CHECK_THROWS_AS(Adam({.eps = -1}), ValueError);

@@ -11,12 +11,20 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-from safetensors.numpy import load_file
+try:
+    import numpy as np
+    import torch  # noqa: F401  (the generator needs it)
+    from safetensors.numpy import load_file
+except ImportError as e:  # ctest reports exit code 77 as "skipped"
+    print(f"skipped: {e}")
+    sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMMITTED = os.path.join(HERE, "fixtures")
 RTOL = 1e-6
+# Parameters after Adam steps amplify rounding differences of tiny gradient entries (see
+# tests/models/seed_models.cpp); a different CPU's BLAS may move them by this much.
+ADAM_AFTER_RTOL = 2e-4
 
 
 def main():
@@ -45,8 +53,9 @@ def main():
                     scale = max(float(np.max(np.abs(y))) if y.size else 0.0, 1e-30)
                     err = float(np.max(np.abs(x.astype(np.float64) - y))) / scale if y.size else 0.0
                     worst = max(worst, err)
-                    if err > RTOL:
-                        problems.append(f"{f}:{k}: differs by {err:.3g} of its largest value (limit {RTOL})")
+                    limit = ADAM_AFTER_RTOL if f in ("model_C.safetensors", "model_D.safetensors") and k.startswith("after.") else RTOL
+                    if err > limit:
+                        problems.append(f"{f}:{k}: differs by {err:.3g} of its largest value (limit {limit})")
         for p in problems:
             print("MISMATCH", p)
         print(f"checked {len(committed)} fixtures, worst relative difference {worst:.3g}")

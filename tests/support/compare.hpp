@@ -14,7 +14,7 @@ namespace cohort::test {
 
 struct Comparison {
   bool ok = true;
-  double worst = 0;  // max |a - b| / max |b|
+  double worst = 0; // max |a - b| / max |b|
   std::size_t at = 0;
   std::string message;
 };
@@ -32,7 +32,7 @@ Comparison compare(std::span<const A> actual, std::span<const B> expected, doubl
   scale = std::max(scale, 1e-30);
   for (std::size_t i = 0; i < actual.size(); ++i) {
     const double d = std::abs(double(actual[i]) - double(expected[i])) / scale;
-    if (!(d <= c.worst)) {  // also catches NaN
+    if (!(d <= c.worst)) { // also catches NaN
       c.worst = std::isnan(d) ? INFINITY : d;
       c.at = i;
     }
@@ -40,18 +40,18 @@ Comparison compare(std::span<const A> actual, std::span<const B> expected, doubl
   c.ok = c.worst <= rtol;
   std::ostringstream os;
   os << what << ": worst difference " << c.worst << " of max |expected| at element " << c.at << " (actual "
-     << (actual.empty() ? 0.0 : double(actual[c.at])) << ", expected " << (expected.empty() ? 0.0 : double(expected[c.at]))
-     << ", limit " << rtol << ")";
+     << (actual.empty() ? 0.0 : double(actual[c.at])) << ", expected "
+     << (expected.empty() ? 0.0 : double(expected[c.at])) << ", limit " << rtol << ")";
   c.message = os.str();
   return c;
 }
 
-}  // namespace cohort::test
+} // namespace cohort::test
 
 /// CHECK that two tensors agree to `rtol` of the expected tensor's largest magnitude.
-#define COHORT_CHECK_CLOSE(actual, expected, rtol, what)                                                   \
-  do {                                                                                                     \
-    const auto cohort_cmp_ = ::cohort::test::compare(std::span(actual), std::span(expected), rtol, what); \
-    INFO(cohort_cmp_.message);                                                                             \
-    CHECK(cohort_cmp_.ok);                                                                                 \
+#define COHORT_CHECK_CLOSE(actual, expected, rtol, what)                                                               \
+  do {                                                                                                                 \
+    const auto cohort_cmp_ = ::cohort::test::compare(std::span(actual), std::span(expected), rtol, what);              \
+    INFO(cohort_cmp_.message);                                                                                         \
+    CHECK(cohort_cmp_.ok);                                                                                             \
   } while (0)

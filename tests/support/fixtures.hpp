@@ -40,10 +40,17 @@ void load_tensor(Net& net, const SafetensorsFile& f, const std::string& key, con
     }
   };
   switch (ref.dtype) {
-    case DType::f32: copy(static_cast<float*>(ref.data)); break;
-    case DType::f64: copy(static_cast<double*>(ref.data)); break;
-    case DType::i64: copy(static_cast<std::int64_t*>(ref.data)); break;
-    default: throw std::runtime_error("unexpected dtype for " + name);
+  case DType::f32:
+    copy(static_cast<float*>(ref.data));
+    break;
+  case DType::f64:
+    copy(static_cast<double*>(ref.data));
+    break;
+  case DType::i64:
+    copy(static_cast<std::int64_t*>(ref.data));
+    break;
+  default:
+    throw std::runtime_error("unexpected dtype for " + name);
   }
 }
 
@@ -54,10 +61,17 @@ std::vector<double> tensor_values(Net& net, const std::string& name) {
   std::vector<double> out(ref.size);
   for (std::size_t i = 0; i < ref.size; ++i) {
     switch (ref.dtype) {
-      case DType::f32: out[i] = static_cast<const float*>(ref.data)[i]; break;
-      case DType::f64: out[i] = static_cast<const double*>(ref.data)[i]; break;
-      case DType::i64: out[i] = double(static_cast<const std::int64_t*>(ref.data)[i]); break;
-      default: throw std::runtime_error("unexpected dtype for " + name);
+    case DType::f32:
+      out[i] = static_cast<const float*>(ref.data)[i];
+      break;
+    case DType::f64:
+      out[i] = static_cast<const double*>(ref.data)[i];
+      break;
+    case DType::i64:
+      out[i] = double(static_cast<const std::int64_t*>(ref.data)[i]);
+      break;
+    default:
+      throw std::runtime_error("unexpected dtype for " + name);
     }
   }
   return out;
@@ -72,4 +86,4 @@ std::span<const typename Net::value_type> gradient_of(Net& net, const std::strin
   return {net.gradients().values.data() + offset, ref.size};
 }
 
-}  // namespace cohort::test
+} // namespace cohort::test

@@ -27,7 +27,7 @@ struct GradCheckOptions {
   double eps = 1e-6;
   double rtol = 1e-5;
   double atol = 1e-8;
-  std::size_t max_checks = 96;  // variables checked per tensor (a spread-out sample beyond that)
+  std::size_t max_checks = 96; // variables checked per tensor (a spread-out sample beyond that)
 };
 
 /// CHECKs d f / d vars[i] == analytic[i] by central differences, for up to max_checks indices.
@@ -54,7 +54,8 @@ inline void check_gradient(const std::function<double()>& f, std::span<double> v
       first_bad << what << "[" << i << "]: analytic " << analytic[i] << ", numeric " << numeric;
     ++checked;
   }
-  INFO(what << ": " << checked << " of " << n << " entries checked, " << bad << " outside tolerance; " << first_bad.str());
+  INFO(what << ": " << checked << " of " << n << " entries checked, " << bad << " outside tolerance; "
+            << first_bad.str());
   CHECK(bad == 0);
   CHECK(checked > 0);
 }
@@ -100,4 +101,4 @@ void check_network_gradients(Network<Net, double>& net, std::vector<double>& x, 
   net.set_step(step);
 }
 
-}  // namespace cohort::test
+} // namespace cohort::test

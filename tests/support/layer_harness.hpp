@@ -102,9 +102,9 @@ void gradcheck_layer(std::size_t batch, Mode mode, const GradCheckOptions& o = {
   std::vector<double> x(batch * InShape::size);
   for (auto& v : x) {
     v = normal(gen);
-    if (std::abs(v) < 1e-3) v += 0.01;  // keep away from the kinks of ReLU and max
+    if (std::abs(v) < 1e-3) v += 0.01; // keep away from the kinks of ReLU and max
   }
   check_network_gradients(net, x, batch, mode, o, seed);
 }
 
-}  // namespace cohort::test
+} // namespace cohort::test

@@ -19,10 +19,10 @@ TEST_CASE("HostBuffer: aligned, zeroed, keeps capacity when shrinking") {
   float* before = b.data();
   b.resize(4);
   b.resize(10);
-  CHECK(b.data() == before);  // no reallocation below the capacity
+  CHECK(b.data() == before); // no reallocation below the capacity
   CHECK(b[3] == 7.f);
   b.resize(1000);
-  CHECK(b[3] == 7.f);  // contents survive growth
+  CHECK(b[3] == 7.f); // contents survive growth
   CHECK(b[999] == 0.f);
   HostBuffer<float> c = b;
   CHECK(c.size() == 1000);

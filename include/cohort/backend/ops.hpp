@@ -17,17 +17,16 @@
 namespace cohort {
 
 /// Geometry of one Conv2d layer, all compile-time constants.
-template <std::size_t InC, std::size_t OutC, std::size_t H, std::size_t W, std::size_t K, std::size_t S,
-          std::size_t P>
+template <std::size_t InC, std::size_t OutC, std::size_t H, std::size_t W, std::size_t K, std::size_t S, std::size_t P>
 struct Conv2dGeometry {
   static constexpr std::size_t in_channels = InC, out_channels = OutC;
   static constexpr std::size_t in_h = H, in_w = W, kernel = K, stride = S, padding = P;
   static constexpr std::size_t out_h = (H + 2 * P - K) / S + 1;
   static constexpr std::size_t out_w = (W + 2 * P - K) / S + 1;
-  static constexpr std::size_t in_size = InC * H * W;            // per sample
-  static constexpr std::size_t out_size = OutC * out_h * out_w;  // per sample
-  static constexpr std::size_t patch = InC * K * K;              // rows of the im2col matrix
-  static constexpr std::size_t out_plane = out_h * out_w;        // columns of the im2col matrix
+  static constexpr std::size_t in_size = InC * H * W;           // per sample
+  static constexpr std::size_t out_size = OutC * out_h * out_w; // per sample
+  static constexpr std::size_t patch = InC * K * K;             // rows of the im2col matrix
+  static constexpr std::size_t out_plane = out_h * out_w;       // columns of the im2col matrix
 };
 
 /// Geometry of one MaxPool2d layer.
@@ -77,7 +76,8 @@ struct BatchNormKernels {
 /// Element-wise ops: ReLU, dropout masks, copies.
 template <class Backend>
 struct ElementwiseKernels {
-  static_assert(detail::missing_backend<Backend>, "cohort: this backend has no element-wise kernels; include its header");
+  static_assert(detail::missing_backend<Backend>,
+                "cohort: this backend has no element-wise kernels; include its header");
 };
 /// Row-wise log-softmax and the classification losses.
 template <class Backend>
@@ -85,5 +85,5 @@ struct SoftmaxKernels {
   static_assert(detail::missing_backend<Backend>, "cohort: this backend has no softmax kernels; include its header");
 };
 
-}  // namespace ops
-}  // namespace cohort
+} // namespace ops
+} // namespace cohort

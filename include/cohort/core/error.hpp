@@ -55,5 +55,5 @@ std::string concat(const Parts&... parts) {
   return os.str();
 }
 
-}  // namespace detail
-}  // namespace cohort
+} // namespace detail
+} // namespace cohort

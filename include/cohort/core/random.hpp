@@ -22,12 +22,12 @@
 namespace cohort {
 
 /// One Philox4x32-10 block: 4 random words from a 128-bit counter and a 64-bit key.
-COHORT_HOST_DEVICE constexpr std::array<std::uint32_t, 4> philox4x32_10(
-    std::array<std::uint32_t, 4> ctr, std::array<std::uint32_t, 2> key) noexcept {
+COHORT_HOST_DEVICE constexpr std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> ctr,
+                                                                        std::array<std::uint32_t, 2> key) noexcept {
   constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u;
   constexpr std::uint32_t w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {
-    if (round > 0) {  // the key schedule bumps before every round but the first
+    if (round > 0) { // the key schedule bumps before every round but the first
       key[0] += w0;
       key[1] += w1;
     }
@@ -75,6 +75,6 @@ constexpr std::uint64_t dropout(std::uint64_t layer, std::uint64_t step) noexcep
 }
 /// Data shuffling for epoch `epoch`.
 constexpr std::uint64_t shuffle(std::uint64_t epoch) noexcept { return (std::uint64_t{3} << 62) | epoch; }
-}  // namespace streams
+} // namespace streams
 
-}  // namespace cohort
+} // namespace cohort

@@ -60,7 +60,7 @@ constexpr std::size_t extent_or_zero() {
   else
     return 0;
 }
-}  // namespace detail
+} // namespace detail
 
 /// True for `Shape<...>`.
 template <class T>
@@ -91,6 +91,6 @@ struct Vector {};
 struct AnyVector {};
 /// Any shape at all (element-wise layers).
 struct AnyShape {};
-}  // namespace expect
+} // namespace expect
 
-}  // namespace cohort
+} // namespace cohort

@@ -18,7 +18,7 @@ namespace cohort::detail {
 struct JsonValue {
   enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
   bool boolean = false;
-  std::string text;  // string contents, or a number's literal text
+  std::string text; // string contents, or a number's literal text
   std::vector<JsonValue> items;
   std::vector<std::pair<std::string, JsonValue>> members;
 
@@ -137,7 +137,7 @@ class JsonParser {
   }
 
   std::string string() {
-    ++i_;  // opening quote
+    ++i_; // opening quote
     std::string out;
     while (true) {
       if (i_ >= s_.size()) fail("unterminated string");
@@ -151,27 +151,44 @@ class JsonParser {
       if (i_ >= s_.size()) fail("unterminated escape");
       const char e = s_[i_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          std::uint32_t cp = hex4();
-          if (cp >= 0xD800 && cp < 0xDC00) {  // surrogate pair
-            if (s_.substr(i_, 2) != "\\u") fail("unpaired surrogate");
-            i_ += 2;
-            const std::uint32_t lo = hex4();
-            if (lo < 0xDC00 || lo >= 0xE000) fail("invalid low surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          }
-          append_utf8(out, cp);
-          break;
+      case '"':
+        out += '"';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '/':
+        out += '/';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'u': {
+        std::uint32_t cp = hex4();
+        if (cp >= 0xD800 && cp < 0xDC00) { // surrogate pair
+          if (s_.substr(i_, 2) != "\\u") fail("unpaired surrogate");
+          i_ += 2;
+          const std::uint32_t lo = hex4();
+          if (lo < 0xDC00 || lo >= 0xE000) fail("invalid low surrogate");
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
         }
-        default: fail("invalid escape");
+        append_utf8(out, cp);
+        break;
+      }
+      default:
+        fail("invalid escape");
       }
     }
   }
@@ -210,23 +227,33 @@ inline std::string json_quote(std::string_view s) {
   std::string out = "\"";
   for (const char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          static constexpr char hex[] = "0123456789abcdef";
-          out += "\\u00";
-          out += hex[(c >> 4) & 0xF];
-          out += hex[c & 0xF];
-        } else {
-          out += c;
-        }
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default:
+      if (static_cast<unsigned char>(c) < 0x20) {
+        static constexpr char hex[] = "0123456789abcdef";
+        out += "\\u00";
+        out += hex[(c >> 4) & 0xF];
+        out += hex[c & 0xF];
+      } else {
+        out += c;
+      }
     }
   }
   return out + "\"";
 }
 
-}  // namespace cohort::detail
+} // namespace cohort::detail

@@ -35,4 +35,4 @@ using at_t = typename at<I, List>::type;
 template <class>
 inline constexpr bool dependent_false = false;
 
-}  // namespace cohort::detail
+} // namespace cohort::detail

@@ -34,7 +34,7 @@ inline void write_all(int fd, const char* data, std::size_t n, const std::filesy
     n -= std::size_t(w);
   }
 }
-}  // namespace detail
+} // namespace detail
 
 /// Writes the concatenation of `parts` to `path` atomically. On failure the target is untouched
 /// and the temporary file removed.
@@ -44,8 +44,9 @@ inline void write_file_atomically(const std::filesystem::path& path, std::span<c
   std::random_device rd;
   const fs::path tmp = dir / (".tmp." + path.filename().string() + "." + std::to_string(rd()));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError(detail::concat(path.string(), ": cannot create a temporary file in ", dir.string(), ": ",
-                                           detail::errno_text()));
+  if (fd < 0)
+    throw IoError(detail::concat(path.string(), ": cannot create a temporary file in ", dir.string(), ": ",
+                                 detail::errno_text()));
   try {
     for (const auto& part : parts) detail::write_all(fd, part.data(), part.size(), tmp);
     if (::fsync(fd) != 0) throw IoError(detail::concat(tmp.string(), ": fsync failed: ", detail::errno_text()));
@@ -71,4 +72,4 @@ inline void write_file_atomically(const std::filesystem::path& path, std::span<c
   }
 }
 
-}  // namespace cohort
+} // namespace cohort

@@ -39,7 +39,7 @@ struct SafetensorsEntry {
   std::string name;
   DType dtype = DType::f32;
   std::vector<std::size_t> shape;
-  std::size_t begin = 0, end = 0;  // byte range within the data section
+  std::size_t begin = 0, end = 0; // byte range within the data section
 
   std::size_t elements() const noexcept {
     std::size_t n = 1;
@@ -108,7 +108,8 @@ class SafetensorsFile {
       fail(detail::concat("file is ", bytes_.size(), " bytes; a safetensors file starts with an 8-byte header length"));
     std::uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes_[std::size_t(i)]);
-    if (n > max_header_bytes) fail(detail::concat("header length is ", n, " bytes, more than the limit of ", max_header_bytes));
+    if (n > max_header_bytes)
+      fail(detail::concat("header length is ", n, " bytes, more than the limit of ", max_header_bytes));
     if (8 + n > bytes_.size())
       fail(detail::concat("header length is ", n, " bytes but the file has only ", bytes_.size() - 8,
                           " bytes after the length field (truncated?)"));
@@ -128,7 +129,8 @@ class SafetensorsFile {
       if (name == "__metadata__") {
         if (v.kind != detail::JsonValue::Kind::object) fail("__metadata__ is not an object");
         for (const auto& [k, s] : v.members) {
-          if (s.kind != detail::JsonValue::Kind::string) fail(detail::concat("__metadata__ value of \"", k, "\" is not a string"));
+          if (s.kind != detail::JsonValue::Kind::string)
+            fail(detail::concat("__metadata__ value of \"", k, "\" is not a string"));
           metadata_[k] = s.text;
         }
         continue;
@@ -138,16 +140,18 @@ class SafetensorsFile {
     // The byte ranges must tile the data section exactly (the format forbids holes).
     std::vector<const SafetensorsEntry*> order;
     for (const auto& e : entries_) order.push_back(&e);
-    std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->begin < b->begin || (a->begin == b->begin && a->end < b->end); });
+    std::sort(order.begin(), order.end(),
+              [](auto* a, auto* b) { return a->begin < b->begin || (a->begin == b->begin && a->end < b->end); });
     std::size_t cursor = 0;
     for (const auto* e : order) {
       if (e->begin != cursor)
-        fail(detail::concat("tensor \"", e->name, "\" starts at byte ", e->begin, " of the data section, expected ", cursor,
-                            e->begin < cursor ? " (it overlaps the previous tensor)" : " (there is a gap)"));
+        fail(detail::concat("tensor \"", e->name, "\" starts at byte ", e->begin, " of the data section, expected ",
+                            cursor, e->begin < cursor ? " (it overlaps the previous tensor)" : " (there is a gap)"));
       cursor = e->end;
     }
     if (cursor != data_size)
-      fail(detail::concat("tensors cover ", cursor, " bytes of data but the file has ", data_size, " bytes after the header"));
+      fail(detail::concat("tensors cover ", cursor, " bytes of data but the file has ", data_size,
+                          " bytes after the header"));
   }
 
   SafetensorsEntry entry(const std::string& name, const detail::JsonValue& v, std::size_t data_size) const {
@@ -203,8 +207,8 @@ class SafetensorsWriter {
     std::size_t elements = 1;
     for (auto d : shape) elements *= d;
     if (elements * dtype_size(dtype) != bytes)
-      throw ValueError(detail::concat("safetensors: tensor \"", name, "\" has ", bytes, " bytes, its shape and dtype need ",
-                                      elements * dtype_size(dtype)));
+      throw ValueError(detail::concat("safetensors: tensor \"", name, "\" has ", bytes,
+                                      " bytes, its shape and dtype need ", elements * dtype_size(dtype)));
     for (const auto& t : tensors_)
       if (t.name == name) throw ValueError(detail::concat("safetensors: tensor \"", name, "\" added twice"));
     Tensor t{std::move(name), dtype, std::move(shape), data_.size(), data_.size() + bytes};
@@ -266,4 +270,4 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
 };
 
-}  // namespace cohort
+} // namespace cohort

@@ -31,7 +31,7 @@ struct BatchNorm2d {
   static std::string signature() { return std::string(name) + detail::template_args(Channels, Eps, Momentum); }
   using expected_input = expect::Image<Channels>;
   template <class S>
-  static constexpr bool accepts = ImageShape<S> && detail::extent_or_zero<S, 0>() == Channels;
+  static constexpr bool accepts = ImageShape<S>&& detail::extent_or_zero<S, 0>() == Channels;
 
   template <class S>
   struct bind {
@@ -83,4 +83,4 @@ struct BatchNorm2d {
   };
 };
 
-}  // namespace cohort
+} // namespace cohort

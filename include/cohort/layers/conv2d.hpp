@@ -31,7 +31,7 @@ struct Conv2d {
   }
   using expected_input = expect::Image<InChannels>;
   template <class In>
-  static constexpr bool accepts = ImageShape<In> && detail::extent_or_zero<In, 0>() == InChannels;
+  static constexpr bool accepts = ImageShape<In>&& detail::extent_or_zero<In, 0>() == InChannels;
 
   template <class In>
   struct bind : NoTensors {
@@ -60,16 +60,16 @@ struct Conv2d {
 
     template <class Backend, class T>
     static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
-      ops::Conv2dKernels<Backend>::template forward<geometry>(a.ctx, a.x, a.params + offsets[0],
-                                                               a.params + offsets[1], a.y, a.batch, ws);
+      ops::Conv2dKernels<Backend>::template forward<geometry>(a.ctx, a.x, a.params + offsets[0], a.params + offsets[1],
+                                                              a.y, a.batch, ws);
     }
     template <class Backend, class T>
     static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       ops::Conv2dKernels<Backend>::template backward<geometry>(a.ctx, a.x, a.params + offsets[0], a.dy, a.dx,
-                                                                a.grads + offsets[0], a.grads + offsets[1],
-                                                                a.batch, a.accumulate, ws);
+                                                               a.grads + offsets[0], a.grads + offsets[1], a.batch,
+                                                               a.accumulate, ws);
     }
   };
 };
 
-}  // namespace cohort
+} // namespace cohort

@@ -25,7 +25,7 @@ using mask_buffer = typename Backend::template buffer<T>;
 inline RandomStream dropout_stream(const StepInfo& step, std::size_t layer) noexcept {
   return {step.seed, streams::dropout(layer, step.step)};
 }
-}  // namespace detail
+} // namespace detail
 
 /// `Dropout<P>`: zeroes each element with probability P during training.
 template <float P>
@@ -47,7 +47,7 @@ struct Dropout {
 
     template <class Backend, class T>
     struct state {
-      detail::mask_buffer<Backend, T> mask;  // (batch, S...): 0 or 1/(1-P)
+      detail::mask_buffer<Backend, T> mask; // (batch, S...): 0 or 1/(1-P)
       void reserve(std::size_t batch) { mask.resize(batch * S::size); }
     };
 
@@ -94,7 +94,7 @@ struct Dropout2d {
 
     template <class Backend, class T>
     struct state {
-      detail::mask_buffer<Backend, T> mask;  // (batch, C): 0 or 1/(1-P)
+      detail::mask_buffer<Backend, T> mask; // (batch, C): 0 or 1/(1-P)
       void reserve(std::size_t batch) { mask.resize(batch * channels); }
     };
 
@@ -121,4 +121,4 @@ struct Dropout2d {
   };
 };
 
-}  // namespace cohort
+} // namespace cohort

@@ -37,4 +37,4 @@ struct Flatten {
   };
 };
 
-}  // namespace cohort
+} // namespace cohort

@@ -92,13 +92,13 @@ template <class Backend, class T>
 struct ForwardArgs {
   typename Backend::context& ctx;
   const StepInfo& step;
-  std::size_t index;  // position in the Sequential, counted from 0
+  std::size_t index; // position in the Sequential, counted from 0
   std::size_t batch;
-  const T* params;                // this layer's parameters (null if it has none)
-  accumulator_t<T>* buffers;      // running statistics
-  std::int64_t* counters;         // num_batches_tracked
-  const T* x;                     // (batch, In...)
-  T* y;                           // (batch, Out...)
+  const T* params;           // this layer's parameters (null if it has none)
+  accumulator_t<T>* buffers; // running statistics
+  std::int64_t* counters;    // num_batches_tracked
+  const T* x;                // (batch, In...)
+  T* y;                      // (batch, Out...)
 };
 
 /// What a bound layer's backward receives.
@@ -109,13 +109,13 @@ struct BackwardArgs {
   std::size_t index;
   std::size_t batch;
   const T* params;
-  T* grads;                        // this layer's gradient slots, same layout as params
+  T* grads; // this layer's gradient slots, same layout as params
   const accumulator_t<T>* buffers;
-  const T* x;                      // the forward input
-  const T* y;                      // the forward output
-  const T* dy;                     // d loss / d y
-  T* dx;                           // d loss / d x; null when nobody needs it (first layer)
-  bool accumulate;                 // add to grads instead of overwriting them
+  const T* x;      // the forward input
+  const T* y;      // the forward output
+  const T* dy;     // d loss / d y
+  T* dx;           // d loss / d x; null when nobody needs it (first layer)
+  bool accumulate; // add to grads instead of overwriting them
 };
 
 /// Base for bound layers without tensors or per-batch state.
@@ -146,7 +146,8 @@ concept BoundLayer = requires {
   B::parameters;
   B::buffers;
   B::counters;
-} && ShapeType<typename B::output_shape>;
+}
+&&ShapeType<typename B::output_shape>;
 
 namespace detail {
 /// "<1,16,3>" from template arguments, for signatures.
@@ -154,18 +155,21 @@ template <class... Args>
 std::string template_args(const Args&... args) {
   std::string s = "<";
   bool first = true;
-  ((s += (first ? "" : ","), s += [&] {
-     if constexpr (std::is_floating_point_v<Args>) {
-       std::string v = std::to_string(args);
-       return v;
-     } else {
-       return std::to_string(args);
-     }
-   }(),
-    first = false),
+  ((
+       s += (first ? "" : ","),
+       s +=
+       [&] {
+         if constexpr (std::is_floating_point_v<Args>) {
+           std::string v = std::to_string(args);
+           return v;
+         } else {
+           return std::to_string(args);
+         }
+       }(),
+       first = false),
    ...);
   return s + ">";
 }
-}  // namespace detail
+} // namespace detail
 
-}  // namespace cohort
+} // namespace cohort

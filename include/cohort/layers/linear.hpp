@@ -26,7 +26,7 @@ struct Linear {
   static std::string signature() { return std::string(name) + detail::template_args(In, Out); }
   using expected_input = expect::Vector<In>;
   template <class S>
-  static constexpr bool accepts = ShapeType<S> && S::rank == 1 && S::size == In;
+  static constexpr bool accepts = ShapeType<S>&& S::rank == 1 && S::size == In;
 
   template <class S>
   struct bind : NoTensors {
@@ -45,16 +45,16 @@ struct Linear {
 
     template <class Backend, class T>
     static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
-      ops::LinearKernels<Backend>::template forward<In, Out>(a.ctx, a.x, a.params + offsets[0],
-                                                             a.params + offsets[1], a.y, a.batch, ws);
+      ops::LinearKernels<Backend>::template forward<In, Out>(a.ctx, a.x, a.params + offsets[0], a.params + offsets[1],
+                                                             a.y, a.batch, ws);
     }
     template <class Backend, class T>
     static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       ops::LinearKernels<Backend>::template backward<In, Out>(a.ctx, a.x, a.params + offsets[0], a.dy, a.dx,
-                                                              a.grads + offsets[0], a.grads + offsets[1],
-                                                              a.batch, a.accumulate, ws);
+                                                              a.grads + offsets[0], a.grads + offsets[1], a.batch,
+                                                              a.accumulate, ws);
     }
   };
 };
 
-}  // namespace cohort
+} // namespace cohort

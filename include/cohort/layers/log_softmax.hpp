@@ -19,7 +19,7 @@ struct LogSoftmax {
   static std::string signature() { return std::string(name); }
   using expected_input = expect::AnyVector;
   template <class S>
-  static constexpr bool accepts = ShapeType<S> && S::rank == 1;
+  static constexpr bool accepts = ShapeType<S>&& S::rank == 1;
 
   template <class S>
   struct bind : NoTensors {
@@ -40,4 +40,4 @@ struct LogSoftmax {
   };
 };
 
-}  // namespace cohort
+} // namespace cohort

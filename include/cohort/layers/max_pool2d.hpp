@@ -54,4 +54,4 @@ struct MaxPool2d {
   };
 };
 
-}  // namespace cohort
+} // namespace cohort

@@ -39,4 +39,4 @@ struct ReLU {
   };
 };
 
-}  // namespace cohort
+} // namespace cohort

@@ -31,7 +31,7 @@ class CrossEntropyLoss {
     batch_ = logits.batch();
     features_ = S::size;
     return ops::SoftmaxKernels<Backend>::cross_entropy(ctx_, logits.data(), labels.data(), logits.batch(), S::size,
-                                                      logp_.data(), grad_.data(), grad_scale);
+                                                       logp_.data(), grad_.data(), grad_scale);
   }
   template <ShapeType S>
   double forward(BatchView<S, T> logits, std::span<const std::int32_t> labels, double grad_scale = 1.0) {
@@ -46,4 +46,4 @@ class CrossEntropyLoss {
   std::size_t batch_ = 0, features_ = 0;
 };
 
-}  // namespace cohort
+} // namespace cohort

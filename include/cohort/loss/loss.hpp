@@ -27,8 +27,8 @@ class LossGradient {
   template <ShapeType S>
   operator ConstBatchView<S, T>() const {
     if (S::size != features_)
-      throw ShapeError(detail::concat("loss gradient: has ", features_, " features per sample, the network output has ",
-                                      S::size));
+      throw ShapeError(
+          detail::concat("loss gradient: has ", features_, " features per sample, the network output has ", S::size));
     return {data_, batch_};
   }
   const T* data() const noexcept { return data_; }
@@ -48,9 +48,9 @@ inline void check_labels(const char* loss, std::span<const std::int32_t> labels,
     throw ShapeError(concat(loss, ": expected ", batch, " labels (one per sample), found ", labels.size()));
   for (std::size_t i = 0; i < labels.size(); ++i)
     if (labels[i] < 0 || std::size_t(labels[i]) >= classes)
-      throw ValueError(concat(loss, ": label of sample ", i, " is ", labels[i], ", expected a class in [0, ", classes,
-                              ")"));
+      throw ValueError(
+          concat(loss, ": label of sample ", i, " is ", labels[i], ", expected a class in [0, ", classes, ")"));
 }
-}  // namespace detail
+} // namespace detail
 
-}  // namespace cohort
+} // namespace cohort

@@ -30,7 +30,7 @@ class NllLoss {
     batch_ = logp.batch();
     features_ = S::size;
     return ops::SoftmaxKernels<Backend>::nll(ctx_, logp.data(), labels.data(), logp.batch(), S::size, grad_.data(),
-                                            grad_scale);
+                                             grad_scale);
   }
   template <ShapeType S>
   double forward(BatchView<S, T> logp, std::span<const std::int32_t> labels, double grad_scale = 1.0) {
@@ -45,4 +45,4 @@ class NllLoss {
   std::size_t batch_ = 0, features_ = 0;
 };
 
-}  // namespace cohort
+} // namespace cohort

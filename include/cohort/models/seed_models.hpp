@@ -23,10 +23,10 @@ namespace cohort::models {
 
 /// Seed 000's ConvNet (trained with Adadelta lr 0.5 and NLL loss).
 using ModelA = Sequential<Input<1, 28, 28>,                                       //
-                          Conv2d<1, 16, 3>, ReLU, Conv2d<16, 32, 3>, ReLU,         // 0..3
-                          MaxPool2d<2>, Dropout2d<0.10f>, Flatten,                 // 4..6
-                          Linear<4608, 64>, ReLU, Dropout<0.25f>, Linear<64, 10>,  // 7..10
-                          LogSoftmax>;                                             // 11
+                          Conv2d<1, 16, 3>, ReLU, Conv2d<16, 32, 3>, ReLU,        // 0..3
+                          MaxPool2d<2>, Dropout2d<0.10f>, Flatten,                // 4..6
+                          Linear<4608, 64>, ReLU, Dropout<0.25f>, Linear<64, 10>, // 7..10
+                          LogSoftmax>;                                            // 11
 static_assert(ModelA::parameter_count == 300'426);
 static_assert(std::is_same_v<ModelA::output_shape, Shape<10>>);
 
@@ -39,18 +39,18 @@ using ModelB = Sequential<Input<1, 28, 28>,                                     
 static_assert(ModelB::parameter_count == 29'034);
 
 /// Seed 003's small model (Adam, cross-entropy).
-using ModelC = Sequential<Input<1, 28, 28>,                                //
-                          Conv2d<1, 32, 3, 1, 1>, ReLU, MaxPool2d<2>,      // 0..2
-                          Flatten, Linear<6272, 64>, ReLU, Linear<64, 10>>;  // 3..6
+using ModelC = Sequential<Input<1, 28, 28>,                                 //
+                          Conv2d<1, 32, 3, 1, 1>, ReLU, MaxPool2d<2>,       // 0..2
+                          Flatten, Linear<6272, 64>, ReLU, Linear<64, 10>>; // 3..6
 static_assert(ModelC::parameter_count == 402'442);
 
 /// Seed 003's large model (Adam, cross-entropy).
-using ModelD = Sequential<Input<1, 28, 28>,                                   //
-                          Conv2d<1, 128, 3, 1, 1>, ReLU, MaxPool2d<2>,        // 0..2
-                          Conv2d<128, 256, 3, 1, 1>, ReLU, MaxPool2d<2>,      // 3..5
-                          Conv2d<256, 512, 3, 1, 1>, ReLU, MaxPool2d<2>,      // 6..8
-                          Flatten, Linear<4608, 512>, ReLU,                   // 9..11
-                          Linear<512, 512>, ReLU, Linear<512, 10>>;           // 12..15
+using ModelD = Sequential<Input<1, 28, 28>,                              //
+                          Conv2d<1, 128, 3, 1, 1>, ReLU, MaxPool2d<2>,   // 0..2
+                          Conv2d<128, 256, 3, 1, 1>, ReLU, MaxPool2d<2>, // 3..5
+                          Conv2d<256, 512, 3, 1, 1>, ReLU, MaxPool2d<2>, // 6..8
+                          Flatten, Linear<4608, 512>, ReLU,              // 9..11
+                          Linear<512, 512>, ReLU, Linear<512, 10>>;      // 12..15
 static_assert(ModelD::parameter_count == 4'104'202);
 
-}  // namespace cohort::models
+} // namespace cohort::models

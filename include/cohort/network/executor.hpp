@@ -50,7 +50,7 @@ template <class... Bs>
 struct max_activation<type_list<Bs...>> {
   static constexpr std::size_t value = std::max({std::size_t(1), Bs::input_shape::size...});
 };
-}  // namespace detail
+} // namespace detail
 
 /// Forward/backward over a batch for network `Net` with element type `T` on `Backend`.
 template <NetworkDescription Net, class T, class Backend>
@@ -118,15 +118,15 @@ class Executor {
                                           Hook&& hook = {}) {
     if (batch_ == 0) throw ValueError("backward: call forward first");
     if (dy.batch() != batch_)
-      throw ShapeError(detail::concat("backward: the gradient has batch ", dy.batch(),
-                                      ", the last forward had batch ", batch_));
+      throw ShapeError(
+          detail::concat("backward: the gradient has batch ", dy.batch(), ", the last forward had batch ", batch_));
     const T* d_out = dy.data();
-    int holder = -1;  // which of grads_ holds d_out (-1: the caller's memory)
+    int holder = -1; // which of grads_ holds d_out (-1: the caller's memory)
     each_layer_reversed([&]<std::size_t I>() {
       using B = layer<I>;
       const bool need_dx = I > 0 || opts.input_grad;
       if constexpr (detail::is_view_layer<B>()) {
-        return;  // d_out already is d_in
+        return; // d_out already is d_in
       } else {
         if (!need_dx && B::parameters.size() == 0) return;
         const int target = holder == 0 ? 1 : 0;
@@ -160,21 +160,21 @@ class Executor {
  private:
   template <class F>
   static void each_layer(F&& f) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<I>(), ...); }(std::make_index_sequence<L>{});
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<I>(), ...); }
+    (std::make_index_sequence<L>{});
   }
   template <class F>
   static void each_layer_reversed(F&& f) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (f.template operator()<L - 1 - I>(), ...);
-    }(std::make_index_sequence<L>{});
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<L - 1 - I>(), ...); }
+    (std::make_index_sequence<L>{});
   }
 
   typename detail::state_tuple<layers, Backend, T>::type states_;
   std::array<typename Backend::template buffer<T>, L> outputs_;
-  std::array<typename Backend::template buffer<T>, 2> grads_;  // ping-pong d loss / d activation
+  std::array<typename Backend::template buffer<T>, 2> grads_; // ping-pong d loss / d activation
   std::array<const T*, L + 1> act_{};
   std::size_t batch_ = 0, capacity_ = 0;
   StepInfo step_{};
 };
 
-}  // namespace cohort
+} // namespace cohort

@@ -32,7 +32,8 @@ class Network {
   static_assert(NetworkDescription<Net>,
                 "Network: Net must be a well-formed Sequential<Input<...>, Layers...> (see the first error above "
                 "for the layer that does not fit)");
-  static_assert(std::is_floating_point_v<T>, "Network: T must be float or double (half types come through MixedPrecision)");
+  static_assert(std::is_floating_point_v<T>,
+                "Network: T must be float or double (half types come through MixedPrecision)");
 
  public:
   using net_type = Net;
@@ -60,14 +61,16 @@ class Network {
     if (mode_ == Mode::train) ++step_;
     return y;
   }
-  ConstBatchView<output_shape, T> forward(BatchView<input_shape, T> x) { return forward(ConstBatchView<input_shape, T>(x)); }
+  ConstBatchView<output_shape, T> forward(BatchView<input_shape, T> x) {
+    return forward(ConstBatchView<input_shape, T>(x));
+  }
   /// Runs the network on an xtensor container of shape (N, input_shape...); throws ShapeError
   /// when the shape differs.
   template <class Container>
-    requires requires(const Container& c) {
-      c.shape();
-      c.data();
-    }
+  requires requires(const Container& c) {
+    c.shape();
+    c.data();
+  }
   ConstBatchView<output_shape, T> forward(const Container& x) {
     return forward(as_batch<input_shape>(x, "Network input"));
   }
@@ -121,4 +124,4 @@ class Network {
   bool update_buffers_ = true;
 };
 
-}  // namespace cohort
+} // namespace cohort

@@ -32,7 +32,7 @@ struct TensorRef {
   DType dtype = DType::f32;
   std::vector<std::size_t> shape;
   void* data = nullptr;
-  std::size_t size = 0;  // elements
+  std::size_t size = 0; // elements
 
   std::size_t bytes() const noexcept { return size * dtype_size(dtype); }
 };
@@ -67,11 +67,15 @@ class Parameters {
     for (const LayoutEntry& e : Net::layout.entries) {
       const std::size_t n = e.spec.size();
       switch (e.kind) {
-        case TensorKind::parameter: fill(values.data() + e.offset, n, e.spec, seed, ordinal); break;
-        case TensorKind::buffer: fill(buffers.data() + e.offset, n, e.spec, seed, ordinal); break;
-        case TensorKind::counter:
-          for (std::size_t i = 0; i < n; ++i) counters[e.offset + i] = 0;
-          break;
+      case TensorKind::parameter:
+        fill(values.data() + e.offset, n, e.spec, seed, ordinal);
+        break;
+      case TensorKind::buffer:
+        fill(buffers.data() + e.offset, n, e.spec, seed, ordinal);
+        break;
+      case TensorKind::counter:
+        for (std::size_t i = 0; i < n; ++i) counters[e.offset + i] = 0;
+        break;
       }
       ++ordinal;
     }
@@ -88,18 +92,18 @@ class Parameters {
       r.shape.assign(e.spec.dims.begin(), e.spec.dims.begin() + std::ptrdiff_t(e.spec.rank));
       r.size = e.spec.size();
       switch (e.kind) {
-        case TensorKind::parameter:
-          r.dtype = dtype_of<T>;
-          r.data = values.data() + e.offset;
-          break;
-        case TensorKind::buffer:
-          r.dtype = dtype_of<stat_type>;
-          r.data = buffers.data() + e.offset;
-          break;
-        case TensorKind::counter:
-          r.dtype = DType::i64;
-          r.data = counters.data() + e.offset;
-          break;
+      case TensorKind::parameter:
+        r.dtype = dtype_of<T>;
+        r.data = values.data() + e.offset;
+        break;
+      case TensorKind::buffer:
+        r.dtype = dtype_of<stat_type>;
+        r.data = buffers.data() + e.offset;
+        break;
+      case TensorKind::counter:
+        r.dtype = DType::i64;
+        r.data = counters.data() + e.offset;
+        break;
       }
       out.push_back(std::move(r));
     }
@@ -119,18 +123,18 @@ class Parameters {
   template <class U>
   static void fill(U* dst, std::size_t n, const TensorSpec& spec, std::uint64_t seed, std::size_t ordinal) {
     switch (spec.init) {
-      case Init::zeros:
-        for (std::size_t i = 0; i < n; ++i) dst[i] = U(0);
-        break;
-      case Init::ones:
-        for (std::size_t i = 0; i < n; ++i) dst[i] = U(1);
-        break;
-      case Init::uniform_fan_in: {
-        const double bound = 1.0 / std::sqrt(double(spec.fan_in));
-        const RandomStream rng{seed, streams::init(ordinal)};
-        for (std::size_t i = 0; i < n; ++i) dst[i] = U((2.0 * double(rng.uniform(i)) - 1.0) * bound);
-        break;
-      }
+    case Init::zeros:
+      for (std::size_t i = 0; i < n; ++i) dst[i] = U(0);
+      break;
+    case Init::ones:
+      for (std::size_t i = 0; i < n; ++i) dst[i] = U(1);
+      break;
+    case Init::uniform_fan_in: {
+      const double bound = 1.0 / std::sqrt(double(spec.fan_in));
+      const RandomStream rng{seed, streams::init(ordinal)};
+      for (std::size_t i = 0; i < n; ++i) dst[i] = U((2.0 * double(rng.uniform(i)) - 1.0) * bound);
+      break;
+    }
     }
   }
 };
@@ -143,4 +147,4 @@ class Gradients {
   typename Backend::template buffer<T> values;
 };
 
-}  // namespace cohort
+} // namespace cohort

@@ -152,7 +152,7 @@ struct layout<type_list<Bs...>> {
   static constexpr std::size_t parameter_count = (spec_sum(Bs::parameters) + ... + 0);
 };
 
-}  // namespace detail
+} // namespace detail
 
 /// `Sequential<Input<...>, Layer0, Layer1, ...>`: the network description.
 template <class InputDecl, class... Layers>
@@ -192,10 +192,10 @@ template <class T>
 struct is_sequential : std::false_type {};
 template <class I, class... Ls>
 struct is_sequential<Sequential<I, Ls...>> : std::true_type {};
-}  // namespace detail
+} // namespace detail
 
 /// A complete, well-formed network description.
 template <class N>
 concept NetworkDescription = detail::is_sequential<N>::value && ShapeType<typename N::output_shape>;
 
-}  // namespace cohort
+} // namespace cohort

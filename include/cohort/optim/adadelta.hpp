@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "cohort/core/random.hpp"  // COHORT_HOST_DEVICE
+#include "cohort/core/random.hpp" // COHORT_HOST_DEVICE
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/tensor/buffer.hpp"
 
@@ -86,6 +86,6 @@ class Adadelta {
   std::uint64_t steps_ = 0;
 };
 
-Adadelta(AdadeltaOptions) -> Adadelta<float>;
+Adadelta(AdadeltaOptions)->Adadelta<float>;
 
-}  // namespace cohort
+} // namespace cohort

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "cohort/core/random.hpp"  // COHORT_HOST_DEVICE
+#include "cohort/core/random.hpp" // COHORT_HOST_DEVICE
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/tensor/buffer.hpp"
 
@@ -73,8 +73,8 @@ class Adam {
     const double s = double(steps_);
     const double bc1 = 1 - std::pow(opt_.beta1, s);
     const double bc2 = 1 - std::pow(opt_.beta2, s);
-    const AdamRule<T> rule{T(opt_.weight_decay), T(1 - opt_.beta1),      T(opt_.beta2), T(1 - opt_.beta2),
-                           T(std::sqrt(bc2)),    T(opt_.eps),            T(-(opt_.lr / bc1)), opt_.amsgrad};
+    const AdamRule<T> rule{T(opt_.weight_decay), T(1 - opt_.beta1), T(opt_.beta2),       T(1 - opt_.beta2),
+                           T(std::sqrt(bc2)),    T(opt_.eps),       T(-(opt_.lr / bc1)), opt_.amsgrad};
     T* m = exp_avg_.data();
     T* v = exp_avg_sq_.data();
     T* vmax = opt_.amsgrad ? max_exp_avg_sq_.data() : nullptr;
@@ -109,6 +109,6 @@ class Adam {
   std::uint64_t steps_ = 0;
 };
 
-Adam(AdamOptions) -> Adam<float>;
+Adam(AdamOptions)->Adam<float>;
 
-}  // namespace cohort
+} // namespace cohort

@@ -41,11 +41,10 @@ inline void require(bool ok, const char* opt, const char* what, double value, co
   if (!ok) throw ValueError(concat(opt, ": invalid ", what, ": ", value, " (expected ", expected, ")"));
 }
 inline void check_sizes(const char* opt, std::size_t params, std::size_t grads, std::size_t state) {
-  if (params != grads)
-    throw ShapeError(concat(opt, ": ", params, " parameters but ", grads, " gradients"));
+  if (params != grads) throw ShapeError(concat(opt, ": ", params, " parameters but ", grads, " gradients"));
   if (state != 0 && state != params)
     throw ShapeError(concat(opt, ": state was built for ", state, " parameters, step() got ", params));
 }
-}  // namespace detail
+} // namespace detail
 
-}  // namespace cohort
+} // namespace cohort

@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "cohort/core/random.hpp"  // COHORT_HOST_DEVICE
+#include "cohort/core/random.hpp" // COHORT_HOST_DEVICE
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/tensor/buffer.hpp"
 
@@ -52,16 +52,16 @@ class Sgd {
     detail::require(o.lr >= 0, "SGD", "lr", o.lr, ">= 0");
     detail::require(o.momentum >= 0, "SGD", "momentum", o.momentum, ">= 0");
     detail::require(o.weight_decay >= 0, "SGD", "weight_decay", o.weight_decay, ">= 0");
-    detail::require(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD", "nesterov with momentum",
-                    o.momentum, "momentum > 0 and dampening == 0");
+    detail::require(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD", "nesterov with momentum", o.momentum,
+                    "momentum > 0 and dampening == 0");
   }
 
   void step(std::span<T> params, std::span<const T> grads) {
     detail::check_sizes("SGD", params.size(), grads.size(), momentum_.size());
     const bool first = steps_ == 0;
     if (opt_.momentum != 0 && momentum_.size() == 0) momentum_.resize(params.size());
-    const SgdRule<T> rule{T(opt_.lr), T(opt_.momentum), T(1 - opt_.dampening), T(opt_.weight_decay), opt_.nesterov,
-                          first};
+    const SgdRule<T> rule{T(opt_.lr),           T(opt_.momentum), T(1 - opt_.dampening),
+                          T(opt_.weight_decay), opt_.nesterov,    first};
     T* buf = momentum_.data();
     T dummy{};
     for (std::size_t i = 0; i < params.size(); ++i) rule(params[i], grads[i], buf ? buf[i] : dummy);
@@ -89,6 +89,6 @@ class Sgd {
   std::uint64_t steps_ = 0;
 };
 
-Sgd(SgdOptions) -> Sgd<float>;
+Sgd(SgdOptions)->Sgd<float>;
 
-}  // namespace cohort
+} // namespace cohort

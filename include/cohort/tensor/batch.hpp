@@ -73,7 +73,7 @@ std::string dims_str(const Dims& d) {
   }
   return s;
 }
-}  // namespace detail
+} // namespace detail
 
 /// Views an xtensor container (or anything with `.shape()` and `.data()`, row-major and
 /// contiguous) as a batch of `S`-shaped samples. Throws ShapeError naming `what`, the expected
@@ -85,9 +85,9 @@ auto as_batch(Container& c, std::string_view what = "batch") {
   bool ok = shp.size() == S::rank + 1 && shp[0] > 0;
   for (std::size_t i = 0; ok && i < S::rank; ++i) ok = static_cast<std::size_t>(shp[i + 1]) == S::extents[i];
   if (!ok)
-    throw ShapeError(detail::concat(what, ": expected a batch of shape N x ", S::str(), ", found ",
-                                    detail::dims_str(shp)));
+    throw ShapeError(
+        detail::concat(what, ": expected a batch of shape N x ", S::str(), ", found ", detail::dims_str(shp)));
   return BatchView<S, elem>(c.data(), static_cast<std::size_t>(shp[0]));
 }
 
-}  // namespace cohort
+} // namespace cohort

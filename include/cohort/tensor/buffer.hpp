@@ -93,10 +93,10 @@ class HostBuffer {
   static T* allocate(std::size_t n) {
     // Round the byte count up so that vector loops may read a whole register past the end.
     const std::size_t bytes = (n * sizeof(T) + buffer_alignment - 1) / buffer_alignment * buffer_alignment;
-    return static_cast<T*>(::operator new(bytes, std::align_val_t{buffer_alignment}));
+    return static_cast<T*>(::operator new (bytes, std::align_val_t{buffer_alignment}));
   }
   void release() noexcept {
-    if (data_) ::operator delete(data_, std::align_val_t{buffer_alignment});
+    if (data_) ::operator delete (data_, std::align_val_t{buffer_alignment});
     data_ = nullptr;
     size_ = capacity_ = 0;
   }
@@ -106,4 +106,4 @@ class HostBuffer {
   std::size_t capacity_ = 0;
 };
 
-}  // namespace cohort
+} // namespace cohort

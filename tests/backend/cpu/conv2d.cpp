@@ -32,7 +32,7 @@ void check_im2col() {
   cpu::col2im_add<G>(col.data(), dx.data());
   CHECK(dx == dx_ref);
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("im2col and col2im: padding, stride, odd and non-square sizes") {
   check_im2col<Conv2dGeometry<256, 512, 7, 7, 3, 1, 1>>();

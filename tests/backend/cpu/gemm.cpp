@@ -23,24 +23,34 @@ void check_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < n; ++j) {
       double s = 0;
-      for (std::size_t p = 0; p < k; ++p) s += double(ta ? a[p * lda + i] : a[i * lda + p]) * double(tb ? b[j * ldb + p] : b[p * ldb + j]);
+      for (std::size_t p = 0; p < k; ++p)
+        s += double(ta ? a[p * lda + i] : a[i * lda + p]) * double(tb ? b[j * ldb + p] : b[p * ldb + j]);
       ref[i * ldc + j] = T(double(alpha) * s + (beta == T(0) ? 0.0 : double(beta) * double(ref[i * ldc + j])));
     }
   cpu::gemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
   double worst = 0;
   for (std::size_t i = 0; i < m; ++i)
-    for (std::size_t j = 0; j < n; ++j) worst = std::max(worst, std::abs(double(c[i * ldc + j]) - double(ref[i * ldc + j])));
-  for (std::size_t i = 0; i < m; ++i)  // padding columns untouched
+    for (std::size_t j = 0; j < n; ++j)
+      worst = std::max(worst, std::abs(double(c[i * ldc + j]) - double(ref[i * ldc + j])));
+  for (std::size_t i = 0; i < m; ++i) // padding columns untouched
     for (std::size_t j = n; j < ldc; ++j) REQUIRE(c[i * ldc + j] == ref[i * ldc + j]);
   INFO("ta=" << ta << " tb=" << tb << " m=" << m << " n=" << n << " k=" << k << " worst " << worst);
   CHECK(worst < (sizeof(T) == 4 ? 1e-4 * double(k + 1) / 16 : 1e-12 * double(k + 1)));
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("gemm: every transpose, odd sizes, beta 0 and 1, float and double") {
   for (bool ta : {false, true})
     for (bool tb : {false, true})
-      for (auto [m, n, k] : {std::array<std::size_t, 3>{1, 1, 1}, {7, 5, 3}, {13, 37, 29}, {75, 130, 300}, {6, 16, 256}, {8, 512, 4608}, {40, 1100, 600}, {256, 49, 1152}, {8, 10, 512}}) {
+      for (auto [m, n, k] : {std::array<std::size_t, 3>{1, 1, 1},
+                             {7, 5, 3},
+                             {13, 37, 29},
+                             {75, 130, 300},
+                             {6, 16, 256},
+                             {8, 512, 4608},
+                             {40, 1100, 600},
+                             {256, 49, 1152},
+                             {8, 10, 512}}) {
         check_gemm<float>(ta, tb, m, n, k, 1.f, 0.f);
         check_gemm<float>(ta, tb, m, n, k, 0.5f, 1.f);
         check_gemm<double>(ta, tb, m, n, k, 1.0, 1.0);

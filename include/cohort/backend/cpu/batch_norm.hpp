@@ -18,8 +18,8 @@ template <>
 struct ops::BatchNormKernels<Cpu> {
   template <class G, class T>
   struct workspace {
-    HostBuffer<double> mean, var, invstd;  // (C): batch statistics, or running ones in eval mode
-    std::size_t count = 0;                 // values per channel in the last training batch
+    HostBuffer<double> mean, var, invstd; // (C): batch statistics, or running ones in eval mode
+    std::size_t count = 0;                // values per channel in the last training batch
     void reserve(std::size_t) {
       mean.resize(G::channels);
       var.resize(G::channels);
@@ -33,8 +33,8 @@ struct ops::BatchNormKernels<Cpu> {
     ws.reserve(batch);
     const std::size_t m = batch * G::plane;
     if (m < 2)
-      throw ValueError(cohort::detail::concat("BatchNorm2d: training needs more than 1 value per channel, found ",
-                                              m, " (batch ", batch, " x plane ", G::plane, ")"));
+      throw ValueError(cohort::detail::concat("BatchNorm2d: training needs more than 1 value per channel, found ", m,
+                                              " (batch ", batch, " x plane ", G::plane, ")"));
     ws.count = m;
     for (std::size_t c = 0; c < G::channels; ++c) {
       double sum = 0;
@@ -83,8 +83,8 @@ struct ops::BatchNormKernels<Cpu> {
 
   /// Uses the statistics the forward pass saved (batch ones in training, running ones in eval).
   template <class G, class T>
-  static void backward(CpuContext&, bool training, const T* x, const T* gamma, const T* dy, T* dx, T* dgamma,
-                       T* dbeta, std::size_t batch, bool accumulate, workspace<G, T>& ws) {
+  static void backward(CpuContext&, bool training, const T* x, const T* gamma, const T* dy, T* dx, T* dgamma, T* dbeta,
+                       std::size_t batch, bool accumulate, workspace<G, T>& ws) {
     const double m = double(batch * G::plane);
     for (std::size_t c = 0; c < G::channels; ++c) {
       const double mean = ws.mean[c], invstd = ws.invstd[c];
@@ -120,8 +120,8 @@ struct ops::BatchNormKernels<Cpu> {
 
  private:
   template <class G, class T>
-  static void normalize_channel(const T* x, T* y, std::size_t batch, std::size_t c, double mean, double invstd,
-                                T gamma, T beta) {
+  static void normalize_channel(const T* x, T* y, std::size_t batch, std::size_t c, double mean, double invstd, T gamma,
+                                T beta) {
     // y = x * scale + shift, with scale and shift folded per channel (as PyTorch's CPU kernel).
     using A = accumulator_t<T>;
     const A scale = A(invstd * double(gamma));
@@ -134,4 +134,4 @@ struct ops::BatchNormKernels<Cpu> {
   }
 };
 
-}  // namespace cohort
+} // namespace cohort

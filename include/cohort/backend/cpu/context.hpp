@@ -23,4 +23,4 @@ struct Cpu {
   static constexpr const char* name = "cpu";
 };
 
-}  // namespace cohort
+} // namespace cohort

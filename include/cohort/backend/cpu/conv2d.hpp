@@ -72,23 +72,23 @@ void col2im_add(const T* col, T* dx) {
     }
 }
 
-}  // namespace cpu
+} // namespace cpu
 
 template <>
 struct ops::Conv2dKernels<Cpu> {
   template <class G, class T>
   struct workspace {
-    HostBuffer<T> col;  // (patch, out_plane) for one sample
+    HostBuffer<T> col; // (patch, out_plane) for one sample
     void reserve(std::size_t) { col.resize(G::patch * G::out_plane); }
   };
 
   template <class G, class T>
-  static void forward(CpuContext&, const T* x, const T* w, const T* b, T* y, std::size_t batch,
-                      workspace<G, T>& ws) {
+  static void forward(CpuContext&, const T* x, const T* w, const T* b, T* y, std::size_t batch, workspace<G, T>& ws) {
     ws.reserve(batch);
     for (std::size_t n = 0; n < batch; ++n) {
       T* yn = y + n * G::out_size;
-      for (std::size_t o = 0; o < G::out_channels; ++o) std::fill(yn + o * G::out_plane, yn + (o + 1) * G::out_plane, b[o]);
+      for (std::size_t o = 0; o < G::out_channels; ++o)
+        std::fill(yn + o * G::out_plane, yn + (o + 1) * G::out_plane, b[o]);
       cpu::im2col<G>(x + n * G::in_size, ws.col.data());
       cpu::gemm(false, false, G::out_channels, G::out_plane, G::patch, T(1), w, G::patch, ws.col.data(), G::out_plane,
                 T(1), yn, G::out_plane);
@@ -126,4 +126,4 @@ struct ops::Conv2dKernels<Cpu> {
   }
 };
 
-}  // namespace cohort
+} // namespace cohort

@@ -32,8 +32,8 @@ struct ops::ElementwiseKernels<Cpu> {
   /// For each unit u of `units` (an element, or a channel of `unit_size` elements): keep it when
   /// stream.uniform(first_index + u) >= p, store the mask (0 or 1/(1-p)) and y = x * mask.
   template <class T>
-  static void dropout_forward(CpuContext&, RandomStream stream, std::uint64_t first_index, float p, const T* x,
-                              T* mask, T* y, std::size_t units, std::size_t unit_size) {
+  static void dropout_forward(CpuContext&, RandomStream stream, std::uint64_t first_index, float p, const T* x, T* mask,
+                              T* y, std::size_t units, std::size_t unit_size) {
     const T scale = T(1) / (T(1) - T(p));
     for (std::size_t u = 0; u < units; ++u) {
       const T m = stream.uniform(first_index + u) >= p ? scale : T(0);
@@ -50,4 +50,4 @@ struct ops::ElementwiseKernels<Cpu> {
   }
 };
 
-}  // namespace cohort
+} // namespace cohort

@@ -33,7 +33,7 @@ struct vector64<double> {
 template <class T>
 struct gemm_tile {
   static constexpr std::size_t mr = 6;
-  static constexpr std::size_t nr = 64 / sizeof(T);  // one 64-byte vector per row of the tile
+  static constexpr std::size_t nr = 64 / sizeof(T); // one 64-byte vector per row of the tile
   using vec = typename vector64<T>::type;
   static constexpr std::size_t kc = 256, mc = 72, nc = 1024;
 };
@@ -54,8 +54,7 @@ void pack_a(bool trans, const T* a, std::size_t lda, std::size_t mc, std::size_t
   for (std::size_t i0 = 0; i0 < mc; i0 += mr) {
     const std::size_t rows = std::min(mr, mc - i0);
     for (std::size_t k = 0; k < kc; ++k) {
-      for (std::size_t r = 0; r < rows; ++r)
-        dst[k * mr + r] = trans ? a[k * lda + (i0 + r)] : a[(i0 + r) * lda + k];
+      for (std::size_t r = 0; r < rows; ++r) dst[k * mr + r] = trans ? a[k * lda + (i0 + r)] : a[(i0 + r) * lda + k];
       for (std::size_t r = rows; r < mr; ++r) dst[k * mr + r] = T(0);
     }
     dst += mr * kc;
@@ -83,8 +82,8 @@ void pack_b(bool trans, const T* b, std::size_t ldb, std::size_t kc, std::size_t
 
 /// C[0:rows, 0:cols] = alpha * (packed A panel x packed B panel) + beta * C.
 template <class T>
-void micro_kernel(std::size_t kc, const T* ap, const T* bp, T* c, std::size_t ldc, std::size_t rows,
-                  std::size_t cols, T alpha, T beta) {
+void micro_kernel(std::size_t kc, const T* ap, const T* bp, T* c, std::size_t ldc, std::size_t rows, std::size_t cols,
+                  T alpha, T beta) {
   using tile = gemm_tile<T>;
   using vec = typename tile::vec;
   constexpr std::size_t mr = tile::mr, nr = tile::nr;
@@ -106,12 +105,12 @@ void micro_kernel(std::size_t kc, const T* ap, const T* bp, T* c, std::size_t ld
   }
 }
 
-}  // namespace detail
+} // namespace detail
 
 /// Row-major GEMM. `lda`, `ldb`, `ldc` are row strides of A, B, C as stored (before op()).
 template <class T>
-void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
-          std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+          const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   using tile = detail::gemm_tile<T>;
   if (m == 0 || n == 0) return;
   if (k == 0) {
@@ -137,9 +136,8 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
         detail::pack_a(trans_a, asrc, lda, mc, kc, apack.data());
         for (std::size_t jr = 0; jr < nc; jr += tile::nr) {
           for (std::size_t ir = 0; ir < mc; ir += tile::mr) {
-            detail::micro_kernel(kc, apack.data() + ir * kc, bpack.data() + jr * kc,
-                                 c + (i0 + ir) * ldc + (j0 + jr), ldc, std::min(tile::mr, mc - ir),
-                                 std::min(tile::nr, nc - jr), alpha, beta_here);
+            detail::micro_kernel(kc, apack.data() + ir * kc, bpack.data() + jr * kc, c + (i0 + ir) * ldc + (j0 + jr),
+                                 ldc, std::min(tile::mr, mc - ir), std::min(tile::nr, nc - jr), alpha, beta_here);
           }
         }
       }
@@ -147,4 +145,4 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
   }
 }
 
-}  // namespace cohort::cpu
+} // namespace cohort::cpu

@@ -39,4 +39,4 @@ struct ops::LinearKernels<Cpu> {
   }
 };
 
-}  // namespace cohort
+} // namespace cohort

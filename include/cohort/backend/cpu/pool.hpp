@@ -17,7 +17,7 @@ template <>
 struct ops::PoolKernels<Cpu> {
   template <class G, class T>
   struct workspace {
-    HostBuffer<std::uint32_t> argmax;  // (batch, C, out_h, out_w): index into the input plane
+    HostBuffer<std::uint32_t> argmax; // (batch, C, out_h, out_w): index into the input plane
     void reserve(std::size_t batch) { argmax.resize(batch * G::out_size); }
   };
 
@@ -67,4 +67,4 @@ struct ops::PoolKernels<Cpu> {
   }
 };
 
-}  // namespace cohort
+} // namespace cohort

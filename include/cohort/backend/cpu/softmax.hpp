@@ -39,8 +39,8 @@ struct ops::SoftmaxKernels<Cpu> {
 
   /// mean_n -logp[n, label[n]]; grad (if not null) = d loss / d logp, scaled by `grad_scale`.
   template <class T>
-  static double nll(CpuContext&, const T* logp, const std::int32_t* labels, std::size_t rows, std::size_t cols,
-                    T* grad, double grad_scale) {
+  static double nll(CpuContext&, const T* logp, const std::int32_t* labels, std::size_t rows, std::size_t cols, T* grad,
+                    double grad_scale) {
     double sum = 0;
     for (std::size_t r = 0; r < rows; ++r) sum -= double(logp[r * cols + std::size_t(labels[r])]);
     if (grad) {
@@ -83,4 +83,4 @@ struct ops::SoftmaxKernels<Cpu> {
   }
 };
 
-}  // namespace cohort
+} // namespace cohort

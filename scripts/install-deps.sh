@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages cohort builds, tests and runs with. Idempotent.
+#   scripts/install-deps.sh
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential cmake pkg-config git ca-certificates \
+  libxtensor-dev libxtl-dev libxsimd-dev doctest-dev libcli11-dev zlib1g-dev \
+  libopenmpi-dev openmpi-bin \
+  dataset-fashion-mnist \
+  python3 python3-venv python3-pip \
+  clang-format >/dev/null
+echo "install-deps: Debian packages installed"
