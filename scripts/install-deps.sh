@@ -8,7 +8,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config git ca-certificates \
-  libxtensor-dev libxtl-dev libxsimd-dev doctest-dev libcli11-dev zlib1g-dev \
+  libxtensor-dev xtl-dev libxsimd-dev doctest-dev libcli11-dev zlib1g-dev \
   libopenmpi-dev openmpi-bin \
   dataset-fashion-mnist \
   python3 python3-venv python3-pip \
