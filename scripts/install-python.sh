@@ -11,14 +11,19 @@ cd "$(dirname "$0")/.."
 TORCH_VERSION="2.15.0"
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 PY=.venv/bin/python
-$PY -m pip install -q --disable-pip-version-check numpy safetensors
+LOG=$(mktemp)
+pip_install() {  # quiet unless it fails (--no-deps installs make pip print resolver warnings)
+  if ! $PY -m pip install --disable-pip-version-check "$@" >"$LOG" 2>&1; then cat "$LOG"; exit 1; fi
+}
+pip_install numpy safetensors matplotlib
 if ! $PY -c "import torch" 2>/dev/null; then
   if [ -e /usr/local/cuda/lib64/libcudart.so.13 ] || ldconfig -p | grep -q libcudart.so.13; then
-    $PY -m pip install -q --disable-pip-version-check --no-deps "torch==${TORCH_VERSION}" \
-      nvidia-cusparselt-cu13==0.10.0 nvidia-nvshmem-cu13==3.8.0 nvidia-cufile==1.20.0.107 nvidia-nccl-cu13==2.32.3
-    $PY -m pip install -q --disable-pip-version-check filelock typing-extensions sympy networkx jinja2 fsspec
+    # The versions torch 2.15.0 pins, minus everything the toolkit already provides.
+    pip_install --no-deps "torch==${TORCH_VERSION}" nvidia-cusparselt-cu13==0.8.1 nvidia-nvshmem-cu13==3.7.2 \
+      nvidia-cufile==1.20.0.107 nvidia-nccl-cu13==2.30.7
+    pip_install filelock typing-extensions sympy networkx jinja2 fsspec
   else
-    $PY -m pip install -q --disable-pip-version-check "torch==${TORCH_VERSION}"
+    pip_install "torch==${TORCH_VERSION}"
   fi
 fi
 $PY -c "import torch; print('install-python: torch', torch.__version__, 'ready in .venv')"

@@ -42,3 +42,21 @@ TEST_CASE("Sequential: signature names every layer and shape") {
   CHECK(ModelA::signature() != ModelAIssue::signature() + "x");
   CHECK(ModelA::signature().find("Dropout2d<0.100000>") != std::string::npos);
 }
+
+TEST_CASE("Parameters: xtensor views by compile-time and run-time name") {
+  Network<ModelB> net(3);
+  auto w = net.parameters().view<4, "weight">();  // Conv2d<16, 32, 5>
+  static_assert(std::is_same_v<decltype(w)::shape_type, xt::fixed_shape<32, 16, 5, 5>>);
+  CHECK(w.shape()[0] == 32);
+  CHECK(w.shape()[3] == 5);
+  auto same = net.parameters().parameter("4.weight");
+  CHECK(same.shape() == std::vector<std::size_t>{32, 16, 5, 5});
+  w(1, 2, 3, 4) = 0.5f;
+  CHECK(same(1, 2, 3, 4) == 0.5f);
+  auto rm = net.parameters().view<1, "running_mean">();
+  CHECK(rm.size() == 16);
+  auto nbt = net.parameters().view<1, "num_batches_tracked">();
+  CHECK(nbt() == 0);
+  CHECK_THROWS_AS(net.parameters().parameter("1.running_mean"), ValueError);
+  CHECK(net.parameters().buffer("1.running_var")(0) == 1.f);
+}

@@ -16,7 +16,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include <xtensor/xadapt.hpp>
 
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/error.hpp"
@@ -36,6 +39,26 @@ struct TensorRef {
 
   std::size_t bytes() const noexcept { return size * dtype_size(dtype); }
 };
+
+namespace detail {
+/// A string usable as a template argument: `view<0, "weight">()`.
+template <std::size_t N>
+struct fixed_string {
+  char text[N]{};
+  constexpr fixed_string(const char (&s)[N]) {
+    for (std::size_t i = 0; i < N; ++i) text[i] = s[i];
+  }
+  constexpr std::string_view view() const { return {text, N - 1}; }
+};
+
+/// Index in Net::layout.entries of tensor `name` of layer `layer`, or entries.size() if none.
+template <class Net>
+constexpr std::size_t find_entry(std::size_t layer, std::string_view name) {
+  for (std::size_t i = 0; i < Net::layout.entries.size(); ++i)
+    if (Net::layout.entries[i].layer == layer && Net::layout.entries[i].spec.name == name) return i;
+  return Net::layout.entries.size();
+}
+}  // namespace detail
 
 /// Parameters, running statistics and counters of one network (its "state_dict").
 template <NetworkDescription Net, class T, class Backend>
@@ -110,6 +133,29 @@ class Parameters {
     return out;
   }
 
+  /// Tensor `Name` of layer `Layer` as an xtensor adaptor with its compile-time shape:
+  ///     auto w = params.view<0, "weight">();   // xt::xfixed_adaptor, shape (16, 1, 3, 3)
+  template <std::size_t Layer, detail::fixed_string Name>
+  auto view() {
+    constexpr std::size_t i = detail::find_entry<Net>(Layer, Name.view());
+    static_assert(i < Net::layout.entries.size(), "Parameters::view: this layer has no tensor of that name");
+    constexpr LayoutEntry e = Net::layout.entries[i];
+    return [&]<std::size_t... D>(std::index_sequence<D...>) {
+      const xt::fixed_shape<e.spec.dims[D]...> shape{};
+      if constexpr (e.kind == TensorKind::parameter)
+        return xt::adapt(values.data() + e.offset, shape);
+      else if constexpr (e.kind == TensorKind::buffer)
+        return xt::adapt(buffers.data() + e.offset, shape);
+      else
+        return xt::adapt(counters.data() + e.offset, shape);
+    }(std::make_index_sequence<e.spec.rank>{});
+  }
+
+  /// Trainable tensor `name` ("0.weight") as an xtensor adaptor with a run-time shape.
+  auto parameter(std::string_view name) { return typed<T>(name, TensorKind::parameter); }
+  /// Running statistic `name` ("1.running_mean").
+  auto buffer(std::string_view name) { return typed<stat_type>(name, TensorKind::buffer); }
+
   /// The tensor called `name`; throws ValueError listing what exists when there is none.
   TensorRef find(std::string_view name) {
     for (TensorRef& r : state_dict())
@@ -120,6 +166,15 @@ class Parameters {
   }
 
  private:
+  template <class U>
+  auto typed(std::string_view name, TensorKind kind) {
+    TensorRef r = find(name);
+    if (r.kind != kind)
+      throw ValueError(detail::concat("tensor \"", name, "\" is not a ",
+                                      kind == TensorKind::parameter ? "parameter" : "running statistic"));
+    return xt::adapt(static_cast<U*>(r.data), r.size, xt::no_ownership(), r.shape);
+  }
+
   template <class U>
   static void fill(U* dst, std::size_t n, const TensorSpec& spec, std::uint64_t seed, std::size_t ordinal) {
     switch (spec.init) {
