@@ -16,4 +16,4 @@ inline double peak_rss_mib() {
   return -1;
 }
 
-}  // namespace cohort::bench
+} // namespace cohort::bench

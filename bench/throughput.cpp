@@ -60,13 +60,12 @@ void run(const Config& c, Opt opt) {
     rates.push_back(double(c.iters * c.batch) / s);
   }
   std::sort(rates.begin(), rates.end());
-  std::printf(
-      "{\"framework\": \"cohort\", \"model\": \"%s\", \"mode\": \"%s\", \"batch\": %zu, \"threads\": %zu, "
-      "\"samples_per_s\": %.1f, \"peak_rss_mib\": %.1f}\n",
-      c.model.c_str(), c.mode.c_str(), c.batch, c.threads, rates[rates.size() / 2], bench::peak_rss_mib());
+  std::printf("{\"framework\": \"cohort\", \"model\": \"%s\", \"mode\": \"%s\", \"batch\": %zu, \"threads\": %zu, "
+              "\"samples_per_s\": %.1f, \"peak_rss_mib\": %.1f}\n",
+              c.model.c_str(), c.mode.c_str(), c.batch, c.threads, rates[rates.size() / 2], bench::peak_rss_mib());
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv) {
   Config c;

@@ -15,10 +15,10 @@ using namespace cohort;
 
 // Shapes are part of the type: Linear<1352, 10> must match 8 x 13 x 13 exactly, or this line
 // does not compile (and the error names layer 5 and both shapes).
-using Net = Sequential<Input<1, 28, 28>,                 //
-                       Conv2d<1, 8, 3>, ReLU, MaxPool2d<2>,  // 0..2: 8 x 13 x 13
-                       Dropout2d<0.1f>, Flatten,             // 3..4
-                       Linear<1352, 10>>;                    // 5
+using Net = Sequential<Input<1, 28, 28>,                    //
+                       Conv2d<1, 8, 3>, ReLU, MaxPool2d<2>, // 0..2: 8 x 13 x 13
+                       Dropout2d<0.1f>, Flatten,            // 3..4
+                       Linear<1352, 10>>;                   // 5
 static_assert(Net::parameter_count == 8 * 9 + 8 + 1352 * 10 + 10);
 
 int main() {
@@ -34,11 +34,12 @@ int main() {
   for (std::size_t n = 0; n < 64; ++n) {
     labels[n] = std::int32_t(n % 10);
     for (std::size_t h = 0; h < 28; ++h)
-      for (std::size_t w = 0; w < 28; ++w) images(n, 0, h, w) = noise(gen) + (h / 3 == std::size_t(labels[n]) ? 1.f : 0.f);
+      for (std::size_t w = 0; w < 28; ++w)
+        images(n, 0, h, w) = noise(gen) + (h / 3 == std::size_t(labels[n]) ? 1.f : 0.f);
   }
 
   for (int step = 0; step <= 30; ++step) {
-    auto logits = net.forward(images);  // shape checked at run time: (N, 1, 28, 28)
+    auto logits = net.forward(images); // shape checked at run time: (N, 1, 28, 28)
     const double l = loss.forward(logits, labels);
     net.backward(loss.backward());
     opt.step(net);
@@ -46,7 +47,7 @@ int main() {
   }
 
   net.eval();
-  auto logits = net.forward(images).tensor();  // an xtensor adaptor, (64, 10)
+  auto logits = net.forward(images).tensor(); // an xtensor adaptor, (64, 10)
   int correct = 0;
   for (std::size_t n = 0; n < 64; ++n) {
     std::size_t best = 0;
@@ -57,5 +58,5 @@ int main() {
   std::printf("training accuracy after 30 steps: %d/64\n", correct);
 
   for (const auto& t : net.state_dict()) std::printf("%-10s %zu values\n", t.name.c_str(), t.size);
-  return correct > 48 ? 0 : 1;  // the example doubles as a smoke test
+  return correct > 48 ? 0 : 1; // the example doubles as a smoke test
 }

@@ -45,7 +45,7 @@ TEST_CASE("Sequential: signature names every layer and shape") {
 
 TEST_CASE("Parameters: xtensor views by compile-time and run-time name") {
   Network<ModelB> net(3);
-  auto w = net.parameters().view<4, "weight">();  // Conv2d<16, 32, 5>
+  auto w = net.parameters().view<4, "weight">(); // Conv2d<16, 32, 5>
   static_assert(std::is_same_v<decltype(w)::shape_type, xt::fixed_shape<32, 16, 5, 5>>);
   CHECK(w.shape()[0] == 32);
   CHECK(w.shape()[3] == 5);

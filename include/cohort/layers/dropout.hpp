@@ -18,13 +18,46 @@
 namespace cohort {
 
 namespace detail {
-template <class Backend, class T>
-using mask_buffer = typename Backend::template buffer<T>;
-
 /// Shared by both dropout layers: the random stream a forward pass draws from.
 inline RandomStream dropout_stream(const StepInfo& step, std::size_t layer) noexcept {
   return {step.seed, streams::dropout(layer, step.step)};
 }
+
+/// Dropout on S-shaped samples seen as `Units` units of `UnitSize` elements each: one random
+/// number per unit, the mask broadcast over the unit (an element for Dropout, a channel for
+/// Dropout2d).
+template <class Layer, class S, float P, std::size_t Units, std::size_t UnitSize>
+struct BoundDropout : NoTensors {
+  using layer = Layer;
+  using input_shape = S;
+  using output_shape = S;
+  static constexpr float p = P;
+
+  template <class Backend, class T>
+  struct state {
+    typename Backend::template buffer<T> mask; // (batch, Units): 0 or 1/(1-P)
+    void reserve(std::size_t batch) { mask.resize(batch * Units); }
+  };
+
+  template <class Backend, class T>
+  static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& s) {
+    using K = ops::ElementwiseKernels<Backend>;
+    if (a.step.mode == Mode::eval || P == 0.f)
+      K::copy(a.ctx, a.x, a.y, a.batch * S::size);
+    else
+      K::dropout_forward(a.ctx, dropout_stream(a.step, a.index), a.step.sample_offset * Units, P, a.x, s.mask.data(),
+                         a.y, a.batch * Units, UnitSize);
+  }
+  template <class Backend, class T>
+  static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& s) {
+    if (!a.dx) return;
+    using K = ops::ElementwiseKernels<Backend>;
+    if (a.step.mode == Mode::eval || P == 0.f)
+      K::copy(a.ctx, a.dy, a.dx, a.batch * S::size);
+    else
+      K::multiply(a.ctx, a.dy, s.mask.data(), a.dx, a.batch * Units, UnitSize);
+  }
+};
 } // namespace detail
 
 /// `Dropout<P>`: zeroes each element with probability P during training.
@@ -37,40 +70,8 @@ struct Dropout {
   using expected_input = expect::AnyShape;
   template <class S>
   static constexpr bool accepts = ShapeType<S>;
-
   template <class S>
-  struct bind : NoTensors {
-    using layer = Dropout;
-    using input_shape = S;
-    using output_shape = S;
-    static constexpr float p = P;
-
-    template <class Backend, class T>
-    struct state {
-      detail::mask_buffer<Backend, T> mask; // (batch, S...): 0 or 1/(1-P)
-      void reserve(std::size_t batch) { mask.resize(batch * S::size); }
-    };
-
-    template <class Backend, class T>
-    static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& s) {
-      using K = ops::ElementwiseKernels<Backend>;
-      if (a.step.mode == Mode::eval || P == 0.f) {
-        K::copy(a.ctx, a.x, a.y, a.batch * S::size);
-        return;
-      }
-      K::dropout_forward(a.ctx, detail::dropout_stream(a.step, a.index), a.step.sample_offset * S::size, P, a.x,
-                         s.mask.data(), a.y, a.batch * S::size, 1);
-    }
-    template <class Backend, class T>
-    static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& s) {
-      if (!a.dx) return;
-      using K = ops::ElementwiseKernels<Backend>;
-      if (a.step.mode == Mode::eval || P == 0.f)
-        K::copy(a.ctx, a.dy, a.dx, a.batch * S::size);
-      else
-        K::multiply(a.ctx, a.dy, s.mask.data(), a.dx, a.batch * S::size, 1);
-    }
-  };
+  using bind = detail::BoundDropout<Dropout, S, P, S::size, 1>;
 };
 
 /// `Dropout2d<P>`: zeroes whole channels of (C, H, W) samples with probability P during training.
@@ -83,42 +84,8 @@ struct Dropout2d {
   using expected_input = expect::AnyImage;
   template <class S>
   static constexpr bool accepts = ImageShape<S>;
-
   template <class S>
-  struct bind : NoTensors {
-    using layer = Dropout2d;
-    using input_shape = S;
-    using output_shape = S;
-    static constexpr float p = P;
-    static constexpr std::size_t channels = S::extents[0], plane = S::extents[1] * S::extents[2];
-
-    template <class Backend, class T>
-    struct state {
-      detail::mask_buffer<Backend, T> mask; // (batch, C): 0 or 1/(1-P)
-      void reserve(std::size_t batch) { mask.resize(batch * channels); }
-    };
-
-    template <class Backend, class T>
-    static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& s) {
-      using K = ops::ElementwiseKernels<Backend>;
-      if (a.step.mode == Mode::eval || P == 0.f) {
-        K::copy(a.ctx, a.x, a.y, a.batch * S::size);
-        return;
-      }
-      // One random number per (sample, channel); the mask is broadcast over the plane.
-      K::dropout_forward(a.ctx, detail::dropout_stream(a.step, a.index), a.step.sample_offset * channels, P, a.x,
-                         s.mask.data(), a.y, a.batch * channels, plane);
-    }
-    template <class Backend, class T>
-    static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& s) {
-      if (!a.dx) return;
-      using K = ops::ElementwiseKernels<Backend>;
-      if (a.step.mode == Mode::eval || P == 0.f)
-        K::copy(a.ctx, a.dy, a.dx, a.batch * S::size);
-      else
-        K::multiply(a.ctx, a.dy, s.mask.data(), a.dx, a.batch * channels, plane);
-    }
-  };
+  using bind = detail::BoundDropout<Dropout2d, S, P, S::extents[0], S::extents[1] * S::extents[2]>;
 };
 
 } // namespace cohort

@@ -12,6 +12,7 @@
 #include "cohort/core/error.hpp"
 #include "cohort/core/shape.hpp"
 #include "cohort/tensor/batch.hpp"
+#include "cohort/tensor/buffer.hpp"
 
 namespace cohort {
 
@@ -51,6 +52,27 @@ inline void check_labels(const char* loss, std::span<const std::int32_t> labels,
       throw ValueError(
           concat(loss, ": label of sample ", i, " is ", labels[i], ", expected a class in [0, ", classes, ")"));
 }
+
+/// What both classification losses keep: the gradient of the last forward and its geometry.
+template <class T, class Backend>
+class ClassificationLoss {
+ public:
+  /// d loss / d input of the last forward.
+  LossGradient<T> backward() const noexcept { return {grad_.data(), batch_, features_}; }
+
+ protected:
+  /// Checks labels and sizes the gradient for a (batch, features) input.
+  void prepare(const char* loss, std::span<const std::int32_t> labels, std::size_t batch, std::size_t features) {
+    check_labels(loss, labels, batch, features);
+    grad_.resize(batch * features);
+    batch_ = batch;
+    features_ = features;
+  }
+
+  typename Backend::template buffer<T> grad_;
+  typename Backend::context ctx_{};
+  std::size_t batch_ = 0, features_ = 0;
+};
 } // namespace detail
 
 } // namespace cohort

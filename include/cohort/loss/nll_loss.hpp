@@ -18,31 +18,21 @@ namespace cohort {
 
 /// `NllLoss<T = float, Backend = Cpu>`: loss = -mean_n logp[n, label[n]].
 template <class T = float, class Backend = Cpu>
-class NllLoss {
+class NllLoss : public detail::ClassificationLoss<T, Backend> {
  public:
   /// The mean loss; also computes the gradient for backward(), multiplied by `grad_scale`
   /// (loss scaling). Throws on a label count or value that does not fit.
   template <ShapeType S>
   double forward(ConstBatchView<S, T> logp, std::span<const std::int32_t> labels, double grad_scale = 1.0) {
     static_assert(S::rank == 1, "NllLoss: takes (N, classes) log-probabilities");
-    detail::check_labels("NllLoss", labels, logp.batch(), S::size);
-    grad_.resize(logp.size());
-    batch_ = logp.batch();
-    features_ = S::size;
-    return ops::SoftmaxKernels<Backend>::nll(ctx_, logp.data(), labels.data(), logp.batch(), S::size, grad_.data(),
-                                             grad_scale);
+    this->prepare("NllLoss", labels, logp.batch(), S::size);
+    return ops::SoftmaxKernels<Backend>::nll(this->ctx_, logp.data(), labels.data(), logp.batch(), S::size,
+                                             this->grad_.data(), grad_scale);
   }
   template <ShapeType S>
   double forward(BatchView<S, T> logp, std::span<const std::int32_t> labels, double grad_scale = 1.0) {
     return forward(ConstBatchView<S, T>(logp), labels, grad_scale);
   }
-  /// d loss / d logp of the last forward.
-  LossGradient<T> backward() const noexcept { return {grad_.data(), batch_, features_}; }
-
- private:
-  typename Backend::template buffer<T> grad_;
-  typename Backend::context ctx_{};
-  std::size_t batch_ = 0, features_ = 0;
 };
 
 } // namespace cohort

@@ -58,7 +58,7 @@ constexpr std::size_t find_entry(std::size_t layer, std::string_view name) {
     if (Net::layout.entries[i].layer == layer && Net::layout.entries[i].spec.name == name) return i;
   return Net::layout.entries.size();
 }
-}  // namespace detail
+} // namespace detail
 
 /// Parameters, running statistics and counters of one network (its "state_dict").
 template <NetworkDescription Net, class T, class Backend>
@@ -148,7 +148,8 @@ class Parameters {
         return xt::adapt(buffers.data() + e.offset, shape);
       else
         return xt::adapt(counters.data() + e.offset, shape);
-    }(std::make_index_sequence<e.spec.rank>{});
+    }
+    (std::make_index_sequence<e.spec.rank>{});
   }
 
   /// Trainable tensor `name` ("0.weight") as an xtensor adaptor with a run-time shape.

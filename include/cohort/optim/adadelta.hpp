@@ -41,8 +41,9 @@ struct AdadeltaRule {
 
 /// `Adadelta<T = float>`: Adadelta on a flat array of parameters.
 template <class T = float>
-class Adadelta {
+class Adadelta : public detail::OptimizerBase<Adadelta<T>> {
  public:
+  using detail::OptimizerBase<Adadelta<T>>::step;
   using options_type = AdadeltaOptions;
 
   explicit Adadelta(AdadeltaOptions o = {}) : opt_(o) {
@@ -59,15 +60,9 @@ class Adadelta {
     T* sq = square_avg_.data();
     T* acc = acc_delta_.data();
     for (std::size_t i = 0; i < params.size(); ++i) rule(params[i], grads[i], sq[i], acc[i]);
-    ++steps_;
-  }
-  template <class Net>
-  void step(Net& net) {
-    step(net.parameter_span(), net.gradient_span());
+    ++this->steps_;
   }
 
-  std::uint64_t steps() const noexcept { return steps_; }
-  void set_steps(std::uint64_t s) noexcept { steps_ = s; }
   const AdadeltaOptions& options() const noexcept { return opt_; }
   std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {
     if (params) ensure_state(params);
@@ -83,7 +78,6 @@ class Adadelta {
 
   AdadeltaOptions opt_;
   HostBuffer<T> square_avg_, acc_delta_;
-  std::uint64_t steps_ = 0;
 };
 
 Adadelta(AdadeltaOptions)->Adadelta<float>;

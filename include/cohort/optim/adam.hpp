@@ -54,8 +54,9 @@ struct AdamRule {
 
 /// `Adam<T = float>`: Adam on a flat array of parameters.
 template <class T = float>
-class Adam {
+class Adam : public detail::OptimizerBase<Adam<T>> {
  public:
+  using detail::OptimizerBase<Adam<T>>::step;
   using options_type = AdamOptions;
 
   explicit Adam(AdamOptions o = {}) : opt_(o) {
@@ -69,8 +70,8 @@ class Adam {
   void step(std::span<T> params, std::span<const T> grads) {
     detail::check_sizes("Adam", params.size(), grads.size(), exp_avg_.size());
     ensure_state(params.size());
-    ++steps_;
-    const double s = double(steps_);
+    ++this->steps_;
+    const double s = double(this->steps_);
     const double bc1 = 1 - std::pow(opt_.beta1, s);
     const double bc2 = 1 - std::pow(opt_.beta2, s);
     const AdamRule<T> rule{T(opt_.weight_decay), T(1 - opt_.beta1), T(opt_.beta2),       T(1 - opt_.beta2),
@@ -81,13 +82,7 @@ class Adam {
     T dummy{};
     for (std::size_t i = 0; i < params.size(); ++i) rule(params[i], grads[i], m[i], v[i], vmax ? vmax[i] : dummy);
   }
-  template <class Net>
-  void step(Net& net) {
-    step(net.parameter_span(), net.gradient_span());
-  }
 
-  std::uint64_t steps() const noexcept { return steps_; }
-  void set_steps(std::uint64_t s) noexcept { steps_ = s; }
   const AdamOptions& options() const noexcept { return opt_; }
   std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {
     if (params) ensure_state(params);
@@ -106,7 +101,6 @@ class Adam {
 
   AdamOptions opt_;
   HostBuffer<T> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
-  std::uint64_t steps_ = 0;
 };
 
 Adam(AdamOptions)->Adam<float>;

@@ -36,6 +36,25 @@ concept Optimizer = requires(O& o, std::span<float> p, std::span<const float> g)
 };
 
 namespace detail {
+/// What every optimiser shares: the step count and stepping a whole network.
+template <class Derived>
+class OptimizerBase {
+ public:
+  /// One step on every parameter of `net` with its current gradients.
+  template <class Net>
+  requires requires(Net& n) {
+    n.parameter_span();
+    n.gradient_span();
+  }
+  void step(Net& net) { static_cast<Derived&>(*this).step(net.parameter_span(), net.gradient_span()); }
+  /// Steps taken so far (saved in checkpoints: Adam's bias correction depends on it).
+  std::uint64_t steps() const noexcept { return steps_; }
+  void set_steps(std::uint64_t s) noexcept { steps_ = s; }
+
+ protected:
+  std::uint64_t steps_ = 0;
+};
+
 /// PyTorch's argument checks, with its wording: "Adam: invalid lr: -1 (expected >= 0)".
 inline void require(bool ok, const char* opt, const char* what, double value, const char* expected) {
   if (!ok) throw ValueError(concat(opt, ": invalid ", what, ": ", value, " (expected ", expected, ")"));

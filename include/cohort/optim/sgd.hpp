@@ -44,8 +44,9 @@ struct SgdRule {
 
 /// `Sgd<T = float>`: SGD on a flat array of parameters.
 template <class T = float>
-class Sgd {
+class Sgd : public detail::OptimizerBase<Sgd<T>> {
  public:
+  using detail::OptimizerBase<Sgd<T>>::step;
   using options_type = SgdOptions;
 
   explicit Sgd(SgdOptions o = {}) : opt_(o) {
@@ -58,22 +59,16 @@ class Sgd {
 
   void step(std::span<T> params, std::span<const T> grads) {
     detail::check_sizes("SGD", params.size(), grads.size(), momentum_.size());
-    const bool first = steps_ == 0;
+    const bool first = this->steps_ == 0;
     if (opt_.momentum != 0 && momentum_.size() == 0) momentum_.resize(params.size());
     const SgdRule<T> rule{T(opt_.lr),           T(opt_.momentum), T(1 - opt_.dampening),
                           T(opt_.weight_decay), opt_.nesterov,    first};
     T* buf = momentum_.data();
     T dummy{};
     for (std::size_t i = 0; i < params.size(); ++i) rule(params[i], grads[i], buf ? buf[i] : dummy);
-    ++steps_;
-  }
-  template <class Net>
-  void step(Net& net) {
-    step(net.parameter_span(), net.gradient_span());
+    ++this->steps_;
   }
 
-  std::uint64_t steps() const noexcept { return steps_; }
-  void set_steps(std::uint64_t s) noexcept { steps_ = s; }
   const SgdOptions& options() const noexcept { return opt_; }
   /// State for checkpoints: "momentum_buffer" when momentum is on. Allocates it if missing so
   /// that a checkpoint can be loaded into a fresh optimiser.
@@ -86,7 +81,6 @@ class Sgd {
  private:
   SgdOptions opt_;
   HostBuffer<T> momentum_;
-  std::uint64_t steps_ = 0;
 };
 
 Sgd(SgdOptions)->Sgd<float>;
