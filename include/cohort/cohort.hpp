@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The umbrella header: layers, networks, losses, optimisers and the CPU backend.
+/// The umbrella header: layers, networks, losses, optimisers, data, the trainer with its default
+/// policies, checkpoints and the CPU backend.
 ///
 ///     #include <cohort/cohort.hpp>
 ///     using Net = cohort::Sequential<cohort::Input<1, 28, 28>, cohort::Flatten, cohort::Linear<784, 10>>;
@@ -35,5 +36,16 @@
 #include "cohort/optim/adadelta.hpp"
 #include "cohort/optim/adam.hpp"
 #include "cohort/optim/sgd.hpp"
+
+#include "cohort/io/safetensors.hpp"
+
+#include "cohort/data/dataset.hpp"
+#include "cohort/data/idx.hpp"
+#include "cohort/data/sampler.hpp"
+
+#include "cohort/parallel/single_device.hpp"
+#include "cohort/precision/full_precision.hpp"
+#include "cohort/train/checkpoint.hpp"
+#include "cohort/train/trainer.hpp"
 
 #include "cohort/backend/cpu.hpp"

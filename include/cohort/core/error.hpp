@@ -45,6 +45,13 @@ class FormatError : public IoError {
   using IoError::IoError;
 };
 
+/// A checkpoint that cannot be loaded into this network/optimiser: missing or unexpected
+/// tensors, wrong shapes or dtypes, another optimiser. Nothing is changed when it is thrown.
+class CheckpointError : public FormatError {
+ public:
+  using FormatError::FormatError;
+};
+
 namespace detail {
 
 /// Builds a message from streamable pieces: `concat("expected ", 3, ", found ", 4)`.

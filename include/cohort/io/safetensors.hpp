@@ -230,17 +230,31 @@ class SafetensorsWriter {
       h += "\"__metadata__\":{";
       bool f2 = true;
       for (const auto& [k, v] : metadata_) {
-        h += (f2 ? "" : ",") + detail::json_quote(k) + ":" + detail::json_quote(v);
+        if (!f2) h += ',';
+        h += detail::json_quote(k);
+        h += ':';
+        h += detail::json_quote(v);
         f2 = false;
       }
       h += "}";
       first = false;
     }
     for (const auto& t : tensors_) {
-      h += (first ? "" : ",") + detail::json_quote(t.name) + ":{\"dtype\":\"" + std::string(dtype_name(t.dtype)) +
-           "\",\"shape\":[";
-      for (std::size_t i = 0; i < t.shape.size(); ++i) h += (i ? "," : "") + std::to_string(t.shape[i]);
-      h += "],\"data_offsets\":[" + std::to_string(t.begin) + "," + std::to_string(t.end) + "]}";
+      // Appends only: GCC 12 reports false -Wrestrict warnings for `"literal" + std::string`.
+      if (!first) h += ',';
+      h += detail::json_quote(t.name);
+      h += ":{\"dtype\":\"";
+      h += dtype_name(t.dtype);
+      h += "\",\"shape\":[";
+      for (std::size_t i = 0; i < t.shape.size(); ++i) {
+        if (i) h += ',';
+        h += std::to_string(t.shape[i]);
+      }
+      h += "],\"data_offsets\":[";
+      h += std::to_string(t.begin);
+      h += ',';
+      h += std::to_string(t.end);
+      h += "]}";
       first = false;
     }
     h += "}";

@@ -162,7 +162,10 @@ class Parameters {
     for (TensorRef& r : state_dict())
       if (r.name == name) return r;
     std::string known;
-    for (const LayoutEntry& e : Net::layout.entries) known += (known.empty() ? "" : ", ") + e.name();
+    for (const LayoutEntry& e : Net::layout.entries) {
+      if (!known.empty()) known += ", ";
+      known += e.name();
+    }
     throw ValueError(detail::concat("no tensor named \"", name, "\" in this network; it has: ", known));
   }
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "cohort/core/random.hpp" // COHORT_HOST_DEVICE
@@ -44,6 +45,8 @@ template <class T = float>
 class Adadelta : public detail::OptimizerBase<Adadelta<T>> {
  public:
   using detail::OptimizerBase<Adadelta<T>>::step;
+  /// Written into checkpoints; a checkpoint only resumes into the same optimiser.
+  static constexpr std::string_view name = "Adadelta";
   using options_type = AdadeltaOptions;
 
   explicit Adadelta(AdadeltaOptions o = {}) : opt_(o) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "cohort/core/random.hpp" // COHORT_HOST_DEVICE
@@ -57,6 +58,8 @@ template <class T = float>
 class Adam : public detail::OptimizerBase<Adam<T>> {
  public:
   using detail::OptimizerBase<Adam<T>>::step;
+  /// Written into checkpoints; a checkpoint only resumes into the same optimiser.
+  static constexpr std::string_view name = "Adam";
   using options_type = AdamOptions;
 
   explicit Adam(AdamOptions o = {}) : opt_(o) {

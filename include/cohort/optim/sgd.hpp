@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "cohort/core/random.hpp" // COHORT_HOST_DEVICE
@@ -47,6 +48,8 @@ template <class T = float>
 class Sgd : public detail::OptimizerBase<Sgd<T>> {
  public:
   using detail::OptimizerBase<Sgd<T>>::step;
+  /// Written into checkpoints; a checkpoint only resumes into the same optimiser.
+  static constexpr std::string_view name = "SGD";
   using options_type = SgdOptions;
 
   explicit Sgd(SgdOptions o = {}) : opt_(o) {

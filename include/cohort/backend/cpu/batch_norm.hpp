@@ -28,35 +28,37 @@ struct ops::BatchNormKernels<Cpu> {
   };
 
   template <class G, class T>
-  static void forward_train(CpuContext&, const T* x, const T* gamma, const T* beta, T* y, std::size_t batch, float eps,
-                            workspace<G, T>& ws) {
+  static void forward_train(CpuContext& ctx, const T* x, const T* gamma, const T* beta, T* y, std::size_t batch,
+                            float eps, workspace<G, T>& ws) {
     ws.reserve(batch);
     const std::size_t m = batch * G::plane;
     if (m < 2)
       throw ValueError(cohort::detail::concat("BatchNorm2d: training needs more than 1 value per channel, found ", m,
                                               " (batch ", batch, " x plane ", G::plane, ")"));
     ws.count = m;
-    for (std::size_t c = 0; c < G::channels; ++c) {
-      double sum = 0;
-      for (std::size_t n = 0; n < batch; ++n) {
-        const T* p = x + n * G::size + c * G::plane;
-        for (std::size_t i = 0; i < G::plane; ++i) sum += double(p[i]);
-      }
-      const double mean = sum / double(m);
-      double sq = 0;
-      for (std::size_t n = 0; n < batch; ++n) {
-        const T* p = x + n * G::size + c * G::plane;
-        for (std::size_t i = 0; i < G::plane; ++i) {
-          const double d = double(p[i]) - mean;
-          sq += d * d;
+    ctx.threads().parallel_for(G::channels, 1, [&](std::size_t c0, std::size_t c1) {
+      for (std::size_t c = c0; c < c1; ++c) {
+        double sum = 0;
+        for (std::size_t n = 0; n < batch; ++n) {
+          const T* p = x + n * G::size + c * G::plane;
+          for (std::size_t i = 0; i < G::plane; ++i) sum += double(p[i]);
         }
+        const double mean = sum / double(m);
+        double sq = 0;
+        for (std::size_t n = 0; n < batch; ++n) {
+          const T* p = x + n * G::size + c * G::plane;
+          for (std::size_t i = 0; i < G::plane; ++i) {
+            const double d = double(p[i]) - mean;
+            sq += d * d;
+          }
+        }
+        const double var = sq / double(m);
+        ws.mean[c] = mean;
+        ws.var[c] = var;
+        ws.invstd[c] = 1.0 / std::sqrt(var + double(eps));
+        normalize_channel<G>(x, y, batch, c, mean, ws.invstd[c], gamma[c], beta[c]);
       }
-      const double var = sq / double(m);
-      ws.mean[c] = mean;
-      ws.var[c] = var;
-      ws.invstd[c] = 1.0 / std::sqrt(var + double(eps));
-      normalize_channel<G>(x, y, batch, c, mean, ws.invstd[c], gamma[c], beta[c]);
-    }
+    });
   }
 
   template <class G, class T, class S>
@@ -71,51 +73,55 @@ struct ops::BatchNormKernels<Cpu> {
   }
 
   template <class G, class T, class S>
-  static void forward_eval(CpuContext&, const T* x, const T* gamma, const T* beta, const S* running_mean,
+  static void forward_eval(CpuContext& ctx, const T* x, const T* gamma, const T* beta, const S* running_mean,
                            const S* running_var, T* y, std::size_t batch, float eps, workspace<G, T>& ws) {
     ws.reserve(batch);
-    for (std::size_t c = 0; c < G::channels; ++c) {
-      ws.mean[c] = double(running_mean[c]);
-      ws.invstd[c] = 1.0 / std::sqrt(double(running_var[c]) + double(eps));
-      normalize_channel<G>(x, y, batch, c, ws.mean[c], ws.invstd[c], gamma[c], beta[c]);
-    }
+    ctx.threads().parallel_for(G::channels, 1, [&](std::size_t c0, std::size_t c1) {
+      for (std::size_t c = c0; c < c1; ++c) {
+        ws.mean[c] = double(running_mean[c]);
+        ws.invstd[c] = 1.0 / std::sqrt(double(running_var[c]) + double(eps));
+        normalize_channel<G>(x, y, batch, c, ws.mean[c], ws.invstd[c], gamma[c], beta[c]);
+      }
+    });
   }
 
   /// Uses the statistics the forward pass saved (batch ones in training, running ones in eval).
   template <class G, class T>
-  static void backward(CpuContext&, bool training, const T* x, const T* gamma, const T* dy, T* dx, T* dgamma, T* dbeta,
-                       std::size_t batch, bool accumulate, workspace<G, T>& ws) {
+  static void backward(CpuContext& ctx, bool training, const T* x, const T* gamma, const T* dy, T* dx, T* dgamma,
+                       T* dbeta, std::size_t batch, bool accumulate, workspace<G, T>& ws) {
     const double m = double(batch * G::plane);
-    for (std::size_t c = 0; c < G::channels; ++c) {
-      const double mean = ws.mean[c], invstd = ws.invstd[c];
-      double sum_dy = 0, sum_dy_xhat = 0;
-      for (std::size_t n = 0; n < batch; ++n) {
-        const T* xp = x + n * G::size + c * G::plane;
-        const T* gp = dy + n * G::size + c * G::plane;
-        for (std::size_t i = 0; i < G::plane; ++i) {
-          sum_dy += double(gp[i]);
-          sum_dy_xhat += double(gp[i]) * (double(xp[i]) - mean) * invstd;
-        }
-      }
-      dgamma[c] = T(accumulate ? double(dgamma[c]) + sum_dy_xhat : sum_dy_xhat);
-      dbeta[c] = T(accumulate ? double(dbeta[c]) + sum_dy : sum_dy);
-      if (!dx) continue;
-      const double g = double(gamma[c]) * invstd;
-      for (std::size_t n = 0; n < batch; ++n) {
-        const T* xp = x + n * G::size + c * G::plane;
-        const T* gp = dy + n * G::size + c * G::plane;
-        T* out = dx + n * G::size + c * G::plane;
-        if (training) {
-          const double mean_dy = sum_dy / m, mean_dy_xhat = sum_dy_xhat / m;
+    ctx.threads().parallel_for(G::channels, 1, [&](std::size_t c0, std::size_t c1) {
+      for (std::size_t c = c0; c < c1; ++c) {
+        const double mean = ws.mean[c], invstd = ws.invstd[c];
+        double sum_dy = 0, sum_dy_xhat = 0;
+        for (std::size_t n = 0; n < batch; ++n) {
+          const T* xp = x + n * G::size + c * G::plane;
+          const T* gp = dy + n * G::size + c * G::plane;
           for (std::size_t i = 0; i < G::plane; ++i) {
-            const double xhat = (double(xp[i]) - mean) * invstd;
-            out[i] = T(g * (double(gp[i]) - mean_dy - xhat * mean_dy_xhat));
+            sum_dy += double(gp[i]);
+            sum_dy_xhat += double(gp[i]) * (double(xp[i]) - mean) * invstd;
           }
-        } else {
-          for (std::size_t i = 0; i < G::plane; ++i) out[i] = T(g * double(gp[i]));
+        }
+        dgamma[c] = T(accumulate ? double(dgamma[c]) + sum_dy_xhat : sum_dy_xhat);
+        dbeta[c] = T(accumulate ? double(dbeta[c]) + sum_dy : sum_dy);
+        if (!dx) continue;
+        const double g = double(gamma[c]) * invstd;
+        for (std::size_t n = 0; n < batch; ++n) {
+          const T* xp = x + n * G::size + c * G::plane;
+          const T* gp = dy + n * G::size + c * G::plane;
+          T* out = dx + n * G::size + c * G::plane;
+          if (training) {
+            const double mean_dy = sum_dy / m, mean_dy_xhat = sum_dy_xhat / m;
+            for (std::size_t i = 0; i < G::plane; ++i) {
+              const double xhat = (double(xp[i]) - mean) * invstd;
+              out[i] = T(g * (double(gp[i]) - mean_dy - xhat * mean_dy_xhat));
+            }
+          } else {
+            for (std::size_t i = 0; i < G::plane; ++i) out[i] = T(g * double(gp[i]));
+          }
         }
       }
-    }
+    });
   }
 
  private:

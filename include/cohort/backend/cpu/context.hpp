@@ -6,13 +6,16 @@
 
 #include <cstddef>
 
+#include "cohort/backend/cpu/thread_pool.hpp"
 #include "cohort/tensor/buffer.hpp"
 
 namespace cohort {
 
-/// Run-time state the CPU kernels share: how many threads they may use.
+/// Run-time state the CPU kernels share: the thread pool they split work over (the process's
+/// global pool unless a replica is given its own).
 struct CpuContext {
-  std::size_t threads = 1;
+  ThreadPool* pool = &ThreadPool::global();
+  ThreadPool& threads() const noexcept { return *pool; }
 };
 
 /// The CPU backend: host memory, kernels in cohort/backend/cpu/.

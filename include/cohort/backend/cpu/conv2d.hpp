@@ -74,55 +74,78 @@ void col2im_add(const T* col, T* dx) {
 
 } // namespace cpu
 
+namespace cpu::detail {
+/// Per-thread scratch for im2col matrices: grows to the largest layer, then never allocates.
+template <class T>
+HostBuffer<T>& conv_scratch(std::size_t n) {
+  thread_local HostBuffer<T> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer;
+}
+} // namespace cpu::detail
+
 template <>
 struct ops::Conv2dKernels<Cpu> {
   template <class G, class T>
   struct workspace {
-    HostBuffer<T> col; // (patch, out_plane) for one sample
-    void reserve(std::size_t) { col.resize(G::patch * G::out_plane); }
+    void reserve(std::size_t) noexcept {}
   };
 
+  /// Samples are independent: split them between threads.
   template <class G, class T>
-  static void forward(CpuContext&, const T* x, const T* w, const T* b, T* y, std::size_t batch, workspace<G, T>& ws) {
-    ws.reserve(batch);
-    for (std::size_t n = 0; n < batch; ++n) {
-      T* yn = y + n * G::out_size;
-      for (std::size_t o = 0; o < G::out_channels; ++o)
-        std::fill(yn + o * G::out_plane, yn + (o + 1) * G::out_plane, b[o]);
-      cpu::im2col<G>(x + n * G::in_size, ws.col.data());
-      cpu::gemm(false, false, G::out_channels, G::out_plane, G::patch, T(1), w, G::patch, ws.col.data(), G::out_plane,
-                T(1), yn, G::out_plane);
-    }
+  static void forward(CpuContext& ctx, const T* x, const T* w, const T* b, T* y, std::size_t batch, workspace<G, T>&) {
+    ctx.threads().parallel_for(batch, 1, [&](std::size_t lo, std::size_t hi) {
+      T* col = cpu::detail::conv_scratch<T>(G::patch * G::out_plane).data();
+      for (std::size_t n = lo; n < hi; ++n) {
+        T* yn = y + n * G::out_size;
+        for (std::size_t o = 0; o < G::out_channels; ++o)
+          std::fill(yn + o * G::out_plane, yn + (o + 1) * G::out_plane, b[o]);
+        cpu::im2col<G>(x + n * G::in_size, col);
+        cpu::gemm(false, false, G::out_channels, G::out_plane, G::patch, T(1), w, G::patch, col, G::out_plane, T(1), yn,
+                  G::out_plane);
+      }
+    });
   }
 
+  /// dW and db sum over samples, so they are split by output channel (each thread sums all
+  /// samples for its channels, in sample order: the same result for any thread count); dX is
+  /// split by sample.
   template <class G, class T>
-  static void backward(CpuContext&, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::size_t batch,
-                       bool accumulate, workspace<G, T>& ws) {
-    ws.reserve(batch);
-    if (!accumulate) {
-      std::fill(dw, dw + G::out_channels * G::patch, T(0));
-      std::fill(db, db + G::out_channels, T(0));
-    }
-    for (std::size_t n = 0; n < batch; ++n) {
-      const T* dyn = dy + n * G::out_size;
-      for (std::size_t o = 0; o < G::out_channels; ++o) {
-        T s = 0;
-        for (std::size_t p = 0; p < G::out_plane; ++p) s += dyn[o * G::out_plane + p];
-        db[o] += s;
+  static void backward(CpuContext& ctx, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::size_t batch,
+                       bool accumulate, workspace<G, T>&) {
+    ThreadPool& pool = ctx.threads();
+    const std::size_t per_thread = (G::out_channels + pool.size() - 1) / pool.size();
+    pool.parallel_for(G::out_channels, per_thread, [&](std::size_t o0, std::size_t o1) {
+      T* col = cpu::detail::conv_scratch<T>(G::patch * G::out_plane).data();
+      if (!accumulate) {
+        std::fill(dw + o0 * G::patch, dw + o1 * G::patch, T(0));
+        std::fill(db + o0, db + o1, T(0));
       }
-      cpu::im2col<G>(x + n * G::in_size, ws.col.data());
-      // dW (out, patch) += dY_n (out, plane) * col^T (plane, patch)
-      cpu::gemm(false, true, G::out_channels, G::patch, G::out_plane, T(1), dyn, G::out_plane, ws.col.data(),
-                G::out_plane, T(1), dw, G::patch);
-      if (dx) {
+      for (std::size_t n = 0; n < batch; ++n) {
+        const T* dyn = dy + n * G::out_size;
+        for (std::size_t o = o0; o < o1; ++o) {
+          T s = 0;
+          for (std::size_t p = 0; p < G::out_plane; ++p) s += dyn[o * G::out_plane + p];
+          db[o] += s;
+        }
+        cpu::im2col<G>(x + n * G::in_size, col);
+        // dW (out, patch) += dY_n (out, plane) * col^T (plane, patch), rows o0..o1
+        cpu::gemm(false, true, o1 - o0, G::patch, G::out_plane, T(1), dyn + o0 * G::out_plane, G::out_plane, col,
+                  G::out_plane, T(1), dw + o0 * G::patch, G::patch);
+      }
+    });
+    if (!dx) return;
+    pool.parallel_for(batch, 1, [&](std::size_t lo, std::size_t hi) {
+      T* dcol = cpu::detail::conv_scratch<T>(G::patch * G::out_plane).data();
+      for (std::size_t n = lo; n < hi; ++n) {
         // dcol (patch, plane) = W^T (patch, out) * dY_n (out, plane), then scattered onto dx
-        cpu::gemm(true, false, G::patch, G::out_plane, G::out_channels, T(1), w, G::patch, dyn, G::out_plane, T(0),
-                  ws.col.data(), G::out_plane);
+        cpu::gemm(true, false, G::patch, G::out_plane, G::out_channels, T(1), w, G::patch, dy + n * G::out_size,
+                  G::out_plane, T(0), dcol, G::out_plane);
         T* dxn = dx + n * G::in_size;
         std::fill(dxn, dxn + G::in_size, T(0));
-        cpu::col2im_add<G>(ws.col.data(), dxn);
+        cpu::col2im_add<G>(dcol, dxn);
       }
-    }
+    });
   }
 };
 

@@ -14,19 +14,26 @@ namespace cohort {
 
 template <>
 struct ops::ElementwiseKernels<Cpu> {
+  /// Elements per task: large enough that waking a thread pays off.
+  static constexpr std::size_t grain = 16 * 1024;
+
   template <class T>
-  static void copy(CpuContext&, const T* x, T* y, std::size_t n) {
-    std::copy(x, x + n, y);
+  static void copy(CpuContext& ctx, const T* x, T* y, std::size_t n) {
+    ctx.threads().parallel_for(n, grain, [&](std::size_t lo, std::size_t hi) { std::copy(x + lo, x + hi, y + lo); });
   }
 
   template <class T>
-  static void relu_forward(CpuContext&, const T* x, T* y, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+  static void relu_forward(CpuContext& ctx, const T* x, T* y, std::size_t n) {
+    ctx.threads().parallel_for(n, grain, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+    });
   }
   /// dx = dy where y > 0 (PyTorch's threshold_backward on the output).
   template <class T>
-  static void relu_backward(CpuContext&, const T* y, const T* dy, T* dx, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
+  static void relu_backward(CpuContext& ctx, const T* y, const T* dy, T* dx, std::size_t n) {
+    ctx.threads().parallel_for(n, grain, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
+    });
   }
 
   /// For each unit u of `units` (an element, or a channel of `unit_size` elements): keep it when
@@ -44,9 +51,11 @@ struct ops::ElementwiseKernels<Cpu> {
 
   /// y[u, j] = x[u, j] * mask[u]: a per-unit mask broadcast over `unit_size` elements.
   template <class T>
-  static void multiply(CpuContext&, const T* x, const T* mask, T* y, std::size_t units, std::size_t unit_size) {
-    for (std::size_t u = 0; u < units; ++u)
-      for (std::size_t j = 0; j < unit_size; ++j) y[u * unit_size + j] = x[u * unit_size + j] * mask[u];
+  static void multiply(CpuContext& ctx, const T* x, const T* mask, T* y, std::size_t units, std::size_t unit_size) {
+    ctx.threads().parallel_for(units, grain / unit_size + 1, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t u = lo; u < hi; ++u)
+        for (std::size_t j = 0; j < unit_size; ++j) y[u * unit_size + j] = x[u * unit_size + j] * mask[u];
+    });
   }
 };
 

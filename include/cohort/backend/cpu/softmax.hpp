@@ -20,8 +20,10 @@ namespace cohort {
 template <>
 struct ops::SoftmaxKernels<Cpu> {
   template <class T>
-  static void log_softmax_forward(CpuContext&, const T* x, T* y, std::size_t rows, std::size_t cols) {
-    for (std::size_t r = 0; r < rows; ++r) log_softmax_row(x + r * cols, y + r * cols, cols);
+  static void log_softmax_forward(CpuContext& ctx, const T* x, T* y, std::size_t rows, std::size_t cols) {
+    ctx.threads().parallel_for(rows, 4096 / cols + 1, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t r = lo; r < hi; ++r) log_softmax_row(x + r * cols, y + r * cols, cols);
+    });
   }
 
   /// dx = dy - exp(y) * sum(dy), row by row.

@@ -1,0 +1,30 @@
+#pragma once
+// Command-line options of train_mnist, shared by its translation units (one per model, so the
+// four instantiations compile in parallel).
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+struct TrainMnistOptions {
+  std::string model = "A";
+  std::size_t epochs = 2;
+  std::size_t batch_size = 0;  // 0: the seed notebook's (100 for B, 128 otherwise)
+  double lr = -1;              // < 0: the seed notebook's
+  std::string optimizer;       // empty: the seed notebook's
+  double momentum = 0;
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::uint64_t seed = 0;
+  std::size_t threads = 1;
+  std::string metrics, save, init_from, resume;
+  std::uint64_t max_steps = 0;
+  bool no_shuffle = false;
+  std::size_t repeat = 1;
+  std::size_t log_interval = 10;
+  std::size_t eval_batch_size = 1000;
+};
+
+int train_model_a(const TrainMnistOptions&);
+int train_model_b(const TrainMnistOptions&);
+int train_model_c(const TrainMnistOptions&);
+int train_model_d(const TrainMnistOptions&);

@@ -1,0 +1,89 @@
+#pragma once
+// The body of train_mnist for one model: load Fashion-MNIST (or any MNIST-format directory),
+// build the trainer with the requested optimiser, train, evaluate, save.
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <cohort/cohort.hpp>
+#include <cohort/data/dataset.hpp>
+#include <cohort/data/idx.hpp>
+#include <cohort/train/trainer.hpp>
+
+#include "options.hpp"
+
+namespace train_mnist {
+
+/// The seed notebooks' recipes: A Adadelta(0.5) batch 128; B SGD(1e-4) batch 100; C, D
+/// Adam(1e-3, eps 1e-7) batch 128.
+inline std::string default_optimizer(const std::string& model) {
+  return model == "A" ? "adadelta" : model == "B" ? "sgd" : "adam";
+}
+inline double default_lr(const std::string& model) { return model == "A" ? 0.5 : model == "B" ? 1e-4 : 1e-3; }
+
+template <class Net, class Opt>
+int train(const TrainMnistOptions& o, Opt opt) {
+  using namespace cohort;
+  using Data = ImageDataset<typename Net::input_shape>;
+  // Normalise with the training set's own statistics (for MNIST these are seed 000's 0.1307/0.3081).
+  const IdxFiles train_files = find_idx_files(o.data_dir, Split::train);
+  const IdxFiles test_files = find_idx_files(o.data_dir, Split::test);
+  const IdxArray train_images = read_idx(train_files.images, idx_images_magic);
+  const Normalization norm = Normalization::of(train_images);
+  const Data train_set = Data::from_idx(train_images, read_idx(train_files.labels, idx_labels_magic), 10, norm);
+  const Data test_set = Data::load(test_files, 10, norm);
+  std::printf("data: %zu training and %zu test images from %s (mean %.4f, std %.4f), repeated %zux\n",
+              train_set.size(), test_set.size(), o.data_dir.c_str(), double(norm.mean), double(norm.std), o.repeat);
+
+  set_num_threads(o.threads);
+  TrainerOptions to;
+  to.batch_size = o.batch_size ? o.batch_size : (o.model == "B" ? 100 : 128);
+  to.eval_batch_size = o.eval_batch_size;
+  to.seed = o.seed;
+  to.shuffle = !o.no_shuffle;
+  to.log_interval = o.log_interval;
+  to.max_steps = o.max_steps;
+  to.metrics = o.metrics;
+  to.model_size = o.model;
+  to.n_dataset_repeat = o.repeat;
+  Trainer<Net, Opt> trainer(std::move(opt), to);
+  if (!o.init_from.empty()) trainer.init_from(o.init_from);
+  if (!o.resume.empty()) {
+    trainer.resume(o.resume);
+    std::printf("resumed from %s at epoch %llu, step %llu\n", o.resume.c_str(),
+                static_cast<unsigned long long>(trainer.epoch()), static_cast<unsigned long long>(trainer.step()));
+  }
+  std::printf("model %s (%zu parameters), %s, batch %zu, %zu thread(s)\n", o.model.c_str(), Net::parameter_count,
+              std::string(Opt::name).c_str(), to.batch_size, o.threads);
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<EpochReport> history;
+  if (o.repeat > 1)
+    history = trainer.fit(train_set.repeated(o.repeat), o.epochs, &test_set);
+  else
+    history = trainer.fit(train_set, o.epochs, &test_set);
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const auto& r : history)
+    std::printf("epoch %llu time: %.2f s%s\n", static_cast<unsigned long long>(r.epoch), r.seconds,
+                r.complete ? "" : " (stopped at --max-steps)");
+  if (!o.save.empty()) {
+    trainer.save(o.save);
+    std::printf("saved %s\n", o.save.c_str());
+  }
+  const EvalReport e = trainer.evaluate(test_set);
+  std::printf("Finished training in %.2f s\nTest accuracy: %.2f%% (%zu images)\n", total, e.accuracy, e.samples);
+  return 0;
+}
+
+template <class Net>
+int run(const TrainMnistOptions& o) {
+  using namespace cohort;
+  const std::string name = o.optimizer.empty() ? default_optimizer(o.model) : o.optimizer;
+  const double lr = o.lr >= 0 ? o.lr : (o.optimizer.empty() ? default_lr(o.model) : -1);
+  if (name == "sgd") return train<Net>(o, Sgd({.lr = lr >= 0 ? lr : 1e-3, .momentum = o.momentum}));
+  if (name == "adam") return train<Net>(o, Adam({.lr = lr >= 0 ? lr : 1e-3, .eps = 1e-7}));
+  return train<Net>(o, Adadelta({.lr = lr >= 0 ? lr : 1.0}));
+}
+
+} // namespace train_mnist

@@ -1,0 +1,160 @@
+#pragma once
+/// \file
+/// The process's one pool of intra-op threads for the CPU backend.
+///
+///     cohort::set_num_threads(2);                      // what --threads does
+///     cohort::ThreadPool::global().parallel_for(n, 8, [&](std::size_t lo, std::size_t hi) { ... });
+///
+/// Kernels split their *outputs* between tasks (rows of a GEMM, samples, channels), never a
+/// sum: every output element is computed by one task in one fixed order, so results are
+/// bitwise identical for any thread count. The pool owns all threads the CPU backend uses;
+/// nothing else (no OpenMP, no threaded BLAS) starts threads, so 2 threads on 2 cores never
+/// oversubscribe.
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "cohort/core/error.hpp"
+
+namespace cohort {
+
+/// Persistent worker threads; the calling thread works too.
+class ThreadPool {
+ public:
+  explicit ThreadPool(std::size_t threads = 1) { resize(threads); }
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  ~ThreadPool() { stop(); }
+
+  /// The pool every CPU context uses unless given another.
+  static ThreadPool& global() {
+    static ThreadPool pool(1);
+    return pool;
+  }
+
+  std::size_t size() const noexcept { return workers_.size() + 1; }
+
+  /// Sets the number of threads (the caller counts as one). Not while a parallel_for runs.
+  void resize(std::size_t threads) {
+    if (threads == 0) throw ValueError("ThreadPool: the number of threads must be at least 1");
+    if (threads == size() && (threads == 1 || !workers_.empty())) return;
+    stop();
+    stopping_ = false;
+    for (std::size_t i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+
+  /// Calls fn(lo, hi) on consecutive ranges covering [0, n), each at least `grain` long (but the
+  /// last), spread over the threads. Blocks until all ranges are done; rethrows the first
+  /// exception a range threw.
+  template <class Fn>
+  void parallel_for(std::size_t n, std::size_t grain, Fn&& fn) {
+    if (n == 0) return;
+    grain = std::max<std::size_t>(grain, 1);
+    const std::size_t chunks = std::min((n + grain - 1) / grain, size() * 4);
+    if (chunks <= 1 || workers_.empty()) {
+      fn(std::size_t(0), n);
+      return;
+    }
+    const std::size_t per = (n + chunks - 1) / chunks;
+    const std::function<void(std::size_t)> task = [&](std::size_t c) {
+      const std::size_t lo = c * per, hi = std::min(n, lo + per);
+      if (lo < hi) fn(lo, hi);
+    };
+    run(chunks, task);
+  }
+
+ private:
+  // Tasks are claimed from `ticket_`: generation in the high 32 bits, next task index in the low
+  // 32. A worker only claims tasks of the generation it woke up for, so a straggler from one
+  // parallel_for can never run (or re-run) a task of the next.
+  static constexpr std::uint64_t index_mask = 0xFFFFFFFFu;
+
+  void run(std::size_t tasks, const std::function<void(std::size_t)>& task) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    task_.store(&task, std::memory_order_relaxed);
+    tasks_.store(tasks, std::memory_order_relaxed);
+    pending_ = tasks;
+    error_ = nullptr;
+    const std::uint64_t gen = ++generation_;
+    ticket_.store(gen << 32, std::memory_order_release);
+    lock.unlock();
+    wake_.notify_all();
+    drain(gen);
+    lock.lock();
+    done_.wait(lock, [&] { return pending_ == 0; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  /// Runs tasks of generation `gen` until none are left.
+  void drain(std::uint64_t gen) {
+    std::size_t finished = 0;
+    while (true) {
+      std::uint64_t t = ticket_.load(std::memory_order_acquire);
+      if ((t >> 32) != (gen & index_mask)) break;
+      const std::size_t tasks = tasks_.load(std::memory_order_relaxed);
+      const auto* task = task_.load(std::memory_order_relaxed);
+      if ((t & index_mask) >= tasks) break;
+      if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
+      try {
+        (*task)(std::size_t(t & index_mask));
+      } catch (...) {
+        std::lock_guard<std::mutex> g(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+      ++finished;
+    }
+    if (finished) {
+      std::lock_guard<std::mutex> g(mutex_);
+      pending_ -= finished;
+      if (pending_ == 0) done_.notify_all();
+    }
+  }
+
+  void work() {
+    std::uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+      lock.unlock();
+      drain(seen);
+      lock.lock();
+    }
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::atomic<const std::function<void(std::size_t)>*> task_{nullptr};
+  std::atomic<std::size_t> tasks_{0};
+  std::atomic<std::uint64_t> ticket_{0};
+  std::size_t pending_ = 0;
+  std::uint64_t generation_ = 0;
+  std::exception_ptr error_;
+  bool stopping_ = false;
+};
+
+/// Sets the number of threads of the global CPU pool (1 = everything on the calling thread).
+inline void set_num_threads(std::size_t threads) { ThreadPool::global().resize(threads); }
+inline std::size_t num_threads() { return ThreadPool::global().size(); }
+
+} // namespace cohort

@@ -1,0 +1,32 @@
+#pragma once
+/// \file
+/// The default parallel policy: one device, one network instance.
+///
+///     cohort::Trainer<Net, cohort::Adam<>, cohort::SingleDevice<>> trainer(...);   // the default
+
+#include <cstddef>
+#include <string_view>
+
+#include "cohort/backend/cpu/context.hpp"
+
+namespace cohort {
+
+/// `SingleDevice<Backend = Cpu>`: train one network on one device. On the CPU the device's
+/// threads come from the global pool (`set_num_threads`).
+template <class Backend = Cpu>
+struct SingleDevice {
+  using backend = Backend;
+  static constexpr std::string_view name = "SingleDevice";
+  /// Network instances that compute gradients in one step.
+  static constexpr std::size_t replicas = 1;
+};
+
+/// A parallel policy: how many replicas compute a step, on which backend, and how they agree.
+template <class P>
+concept ParallelPolicy = requires {
+  typename P::backend;
+  { P::name } -> std::convertible_to<std::string_view>;
+  { P::replicas } -> std::convertible_to<std::size_t>;
+};
+
+} // namespace cohort

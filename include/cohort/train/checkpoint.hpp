@@ -1,0 +1,242 @@
+#pragma once
+/// \file
+/// Checkpoints: a network's tensors under their PyTorch state_dict names, optionally the
+/// optimiser's state and the trainer's position, in one safetensors file written atomically.
+///
+///     cohort::save_weights("model.safetensors", net.parameters());          // loadable by torch
+///     cohort::load_weights("model.safetensors", net.parameters());          // strict, by name
+///     cohort::save_checkpoint("ckpt.safetensors", net.parameters(), opt, state);
+///     auto state = cohort::load_checkpoint("ckpt.safetensors", net.parameters(), opt);
+///
+/// Keys: "0.weight", "1.running_mean", ... exactly as torch.nn.Sequential's state_dict, so
+/// `model.load_state_dict(safetensors.torch.load_file(path))` works on a weights file; optimiser
+/// state is stored as "optimizer.<slot>.<name>" ("optimizer.exp_avg.0.weight"); counters and the
+/// trainer's position are metadata ("cohort.*"). A load reads and checks the whole file — format,
+/// every expected tensor's presence, dtype and shape, unexpected tensors, optimiser type and
+/// state — and reports every mismatch by name in one CheckpointError before changing anything.
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cohort/core/error.hpp"
+#include "cohort/io/safetensors.hpp"
+#include "cohort/network/parameters.hpp"
+
+namespace cohort {
+
+/// Where training stands: enough to continue exactly where a run stopped.
+struct TrainerState {
+  std::uint64_t step = 0;           // optimiser steps taken
+  std::uint64_t epoch = 0;          // epochs completed
+  std::uint64_t batch_in_epoch = 0; // batches of the current epoch already trained
+  std::uint64_t batch_size = 0;
+  std::uint64_t seed = 0;           // initialisation, dropout and shuffling seed
+  std::uint64_t forward_passes = 0; // training forward passes (selects dropout masks)
+  bool shuffle = true;
+};
+
+namespace detail {
+
+inline std::string shape_str(const std::vector<std::size_t>& s) {
+  if (s.empty()) return "scalar";
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out += 'x';
+    out += std::to_string(s[i]);
+  }
+  return out;
+}
+
+/// Adds every tensor of `p` to `w` under its state_dict name.
+template <class Params>
+void add_model_tensors(SafetensorsWriter& w, Params& p) {
+  for (const TensorRef& t : p.state_dict()) w.add(t.name, t.dtype, t.shape, t.data, t.bytes());
+}
+
+/// Checks that `f` holds every tensor of `p` with the right dtype and shape; appends problems.
+template <class Params>
+void check_model_tensors(const SafetensorsFile& f, Params& p, std::vector<std::string>& problems) {
+  for (const TensorRef& t : p.state_dict()) {
+    const SafetensorsEntry* e = f.find(t.name);
+    if (!e) {
+      problems.push_back(t.name + ": missing");
+      continue;
+    }
+    if (e->dtype != t.dtype)
+      problems.push_back(
+          concat(t.name, ": dtype ", dtype_name(e->dtype), " in the file, ", dtype_name(t.dtype), " in the network"));
+    if (e->shape != t.shape)
+      problems.push_back(
+          concat(t.name, ": shape ", shape_str(e->shape), " in the file, ", shape_str(t.shape), " in the network"));
+  }
+}
+
+template <class Params>
+void copy_model_tensors(const SafetensorsFile& f, Params& p) {
+  for (const TensorRef& t : p.state_dict()) {
+    const auto bytes = f.bytes(f.at(t.name));
+    std::memcpy(t.data, bytes.data(), bytes.size());
+  }
+}
+
+inline bool is_model_key(const std::string& name, const std::vector<TensorRef>& refs) {
+  for (const auto& r : refs)
+    if (r.name == name) return true;
+  return false;
+}
+
+/// Throws one CheckpointError naming the first dozen problems (a wrong model yields hundreds).
+[[noreturn]] inline void fail_checkpoint(const std::filesystem::path& path, const std::vector<std::string>& problems) {
+  constexpr std::size_t shown = 12;
+  std::string msg = concat(path.string(), ": does not fit (", problems.size(),
+                           problems.size() == 1 ? " problem" : " problems", "; nothing was loaded): ");
+  for (std::size_t i = 0; i < problems.size() && i < shown; ++i) {
+    if (i) msg += "; ";
+    msg += problems[i];
+  }
+  if (problems.size() > shown) msg += "; and " + std::to_string(problems.size() - shown) + " more";
+  throw CheckpointError(msg);
+}
+
+inline std::uint64_t metadata_u64(const SafetensorsFile& f, const std::string& key,
+                                  std::vector<std::string>& problems) {
+  const auto it = f.metadata().find(key);
+  if (it == f.metadata().end()) {
+    problems.push_back("metadata " + key + ": missing");
+    return 0;
+  }
+  std::uint64_t v = 0;
+  const auto& s = it->second;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size())
+    problems.push_back("metadata " + key + ": \"" + s + "\" is not a non-negative integer");
+  return v;
+}
+
+/// "optimizer.<slot>.<tensor name>": the slice of flat optimiser state that shadows a parameter.
+template <class Params, class Slot, class Fn>
+void each_optimizer_tensor(Params& p, Slot& slot, Fn&& fn) {
+  using T = typename Params::value_type;
+  for (const TensorRef& t : p.state_dict()) {
+    if (t.kind != TensorKind::parameter) continue;
+    const std::size_t offset = std::size_t(static_cast<T*>(t.data) - p.values.data());
+    fn("optimizer." + slot.name + "." + t.name, t, slot.values.data() + offset);
+  }
+}
+
+} // namespace detail
+
+/// Writes the network's tensors (state_dict names) atomically: a file PyTorch loads directly.
+template <class Params>
+void save_weights(const std::filesystem::path& path, Params& p) {
+  SafetensorsWriter w;
+  w.set_metadata("format", "pt");
+  w.set_metadata("cohort.network", Params::net_type::signature());
+  detail::add_model_tensors(w, p);
+  w.write(path);
+}
+
+/// Loads the network's tensors from a weights file or a checkpoint (as torch's strict
+/// load_state_dict: every tensor must be there with its dtype and shape; tensors other than the
+/// network's and "optimizer.*" are reported as unexpected). Validates everything first.
+template <class Params>
+void load_weights(const std::filesystem::path& path, Params& p) {
+  const SafetensorsFile f = SafetensorsFile::read(path);
+  std::vector<std::string> problems;
+  detail::check_model_tensors(f, p, problems);
+  const auto refs = p.state_dict();
+  for (const auto& e : f.entries())
+    if (e.name.rfind("optimizer.", 0) != 0 && !detail::is_model_key(e.name, refs))
+      problems.push_back(e.name + ": unexpected (this network has no such tensor)");
+  if (!problems.empty()) detail::fail_checkpoint(path, problems);
+  detail::copy_model_tensors(f, p);
+}
+
+/// Writes weights, optimiser state and the trainer's position atomically.
+template <class Params, class Opt>
+void save_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, const TrainerState& s) {
+  SafetensorsWriter w;
+  w.set_metadata("format", "pt");
+  w.set_metadata("cohort.network", Params::net_type::signature());
+  w.set_metadata("cohort.optimizer", std::string(Opt::name));
+  w.set_metadata("cohort.optimizer.steps", std::to_string(opt.steps()));
+  w.set_metadata("cohort.trainer.step", std::to_string(s.step));
+  w.set_metadata("cohort.trainer.epoch", std::to_string(s.epoch));
+  w.set_metadata("cohort.trainer.batch_in_epoch", std::to_string(s.batch_in_epoch));
+  w.set_metadata("cohort.trainer.batch_size", std::to_string(s.batch_size));
+  w.set_metadata("cohort.trainer.seed", std::to_string(s.seed));
+  w.set_metadata("cohort.trainer.forward_passes", std::to_string(s.forward_passes));
+  w.set_metadata("cohort.trainer.shuffle", s.shuffle ? "1" : "0");
+  detail::add_model_tensors(w, p);
+  for (auto& slot : opt.slots(p.values.size()))
+    detail::each_optimizer_tensor(p, slot, [&](const std::string& key, const TensorRef& t, auto* data) {
+      w.add(key, t.dtype, t.shape, data, t.bytes());
+    });
+  w.write(path);
+}
+
+/// Loads a checkpoint written by save_checkpoint into `p` and `opt` and returns the trainer's
+/// position. Throws CheckpointError listing every mismatch (nothing is changed then).
+template <class Params, class Opt>
+TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt) {
+  const SafetensorsFile f = SafetensorsFile::read(path);
+  std::vector<std::string> problems;
+  detail::check_model_tensors(f, p, problems);
+  const auto opt_it = f.metadata().find("cohort.optimizer");
+  const bool same_optimizer = opt_it != f.metadata().end() && opt_it->second == Opt::name;
+  if (opt_it == f.metadata().end())
+    problems.push_back("metadata cohort.optimizer: missing (a weights-only file? use load_weights / --init-from)");
+  else if (!same_optimizer)
+    problems.push_back(
+        detail::concat("optimizer: the file was written by ", opt_it->second, ", this run uses ", Opt::name));
+  TrainerState s;
+  const std::uint64_t opt_steps = detail::metadata_u64(f, "cohort.optimizer.steps", problems);
+  s.step = detail::metadata_u64(f, "cohort.trainer.step", problems);
+  s.epoch = detail::metadata_u64(f, "cohort.trainer.epoch", problems);
+  s.batch_in_epoch = detail::metadata_u64(f, "cohort.trainer.batch_in_epoch", problems);
+  s.batch_size = detail::metadata_u64(f, "cohort.trainer.batch_size", problems);
+  s.seed = detail::metadata_u64(f, "cohort.trainer.seed", problems);
+  s.forward_passes = detail::metadata_u64(f, "cohort.trainer.forward_passes", problems);
+  s.shuffle = detail::metadata_u64(f, "cohort.trainer.shuffle", problems) != 0;
+
+  // The optimiser's slots, and nothing unexpected.
+  auto slots = opt.slots(p.values.size());
+  std::vector<std::string> known;
+  for (const auto& t : p.state_dict()) known.push_back(t.name);
+  for (auto& slot : slots)
+    detail::each_optimizer_tensor(p, slot, [&](const std::string& key, const TensorRef& t, auto*) {
+      known.push_back(key);
+      const SafetensorsEntry* e = f.find(key);
+      if (!same_optimizer) return; // already reported once, not per tensor
+      if (!e)
+        problems.push_back(key + ": missing");
+      else if (e->dtype != t.dtype || e->shape != t.shape)
+        problems.push_back(detail::concat(key, ": ", dtype_name(e->dtype), " ", detail::shape_str(e->shape),
+                                          " in the file, ", dtype_name(t.dtype), " ", detail::shape_str(t.shape),
+                                          " expected"));
+    });
+  for (const auto& e : f.entries())
+    if (std::find(known.begin(), known.end(), e.name) == known.end() &&
+        (same_optimizer || e.name.rfind("optimizer.", 0) != 0))
+      problems.push_back(e.name + ": unexpected (not a tensor of this network or optimiser)");
+  if (!problems.empty()) detail::fail_checkpoint(path, problems);
+
+  detail::copy_model_tensors(f, p);
+  for (auto& slot : slots)
+    detail::each_optimizer_tensor(p, slot, [&](const std::string& key, const TensorRef&, auto* data) {
+      const auto bytes = f.bytes(f.at(key));
+      std::memcpy(data, bytes.data(), bytes.size());
+    });
+  opt.set_steps(opt_steps);
+  return s;
+}
+
+} // namespace cohort

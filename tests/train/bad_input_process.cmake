@@ -1,0 +1,26 @@
+# The example trainer on bad input: a corrupted data file and a corrupted checkpoint give a clear
+# error naming the file, a non-zero exit, and change nothing on disk.
+#   cmake -DEXE=train_mnist -DWORK=dir -P bad_input_process.cmake
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK}/data)
+# An MNIST-format directory whose training images are truncated.
+file(WRITE ${WORK}/data/train-images-idx3-ubyte "")
+file(WRITE ${WORK}/data/train-labels-idx1-ubyte "")
+file(WRITE ${WORK}/data/t10k-images-idx3-ubyte "")
+file(WRITE ${WORK}/data/t10k-labels-idx1-ubyte "")
+execute_process(COMMAND ${EXE} --data-dir ${WORK}/data --epochs 1 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(rc EQUAL 0 OR NOT err MATCHES "train_mnist: .*train-images-idx3-ubyte: ")
+  message(FATAL_ERROR "a truncated data file was not reported clearly (exit ${rc}): ${err}")
+endif()
+message(STATUS "truncated data: ${err}")
+
+# A checkpoint that is not one: --resume fails, names it, and leaves it (and --save's target) alone.
+file(WRITE ${WORK}/ckpt.safetensors "not a checkpoint at all")
+file(WRITE ${WORK}/out.safetensors "previous result")
+execute_process(COMMAND ${EXE} --resume ${WORK}/ckpt.safetensors --save ${WORK}/out.safetensors --max-steps 1
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+file(READ ${WORK}/out.safetensors previous)
+if(rc EQUAL 0 OR NOT err MATCHES "ckpt.safetensors: " OR NOT previous STREQUAL "previous result")
+  message(FATAL_ERROR "a corrupt checkpoint was not reported cleanly (exit ${rc}, out file '${previous}'): ${err}")
+endif()
+message(STATUS "corrupt checkpoint: ${err}")

@@ -1,0 +1,25 @@
+# Exact resume across processes with the example trainer: N steps straight must produce the same
+# checkpoint, byte for byte, as N/2 steps, save, a new process that loads it, and N/2 more.
+#   cmake -DEXE=train_mnist -DWORK=dir -DMODEL=A -P resume_process.cmake
+if(NOT EXISTS /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz)
+  message("SKIP: Debian's dataset-fashion-mnist is not installed")
+  return()
+endif()
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+set(common --model ${MODEL} --batch-size 32 --epochs 1 --log-interval 0 --eval-batch-size 2000)
+function(run)
+  execute_process(COMMAND ${EXE} ${common} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "train_mnist ${ARGN} failed (${rc}):\n${out}\n${err}")
+  endif()
+endfunction()
+run(--max-steps 16 --save ${WORK}/straight.safetensors)
+run(--max-steps 8 --save ${WORK}/half.safetensors)
+run(--max-steps 16 --resume ${WORK}/half.safetensors --save ${WORK}/resumed.safetensors)
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/straight.safetensors ${WORK}/resumed.safetensors
+                RESULT_VARIABLE same)
+if(NOT same EQUAL 0)
+  message(FATAL_ERROR "model ${MODEL}: the resumed run's checkpoint differs from the straight run's")
+endif()
+message(STATUS "model ${MODEL}: straight and resumed checkpoints are identical")
