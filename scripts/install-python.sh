@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates .venv with what the tests and benchmarks compare against: PyTorch (CPU use only),
-# numpy and safetensors.
+# numpy and safetensors; and Conan 2, which the packaging.conan_create test runs.
 #   scripts/install-python.sh            -> .venv/bin/python
 #
 # PyPI's torch wheel pulls several GB of CUDA libraries. Where the CUDA 13 toolkit is already
@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_VERSION="2.15.0"
+CONAN_VERSION="2.34.0"
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 PY=.venv/bin/python
 LOG=$(mktemp)
@@ -26,4 +27,9 @@ if ! $PY -c "import torch" 2>/dev/null; then
     pip_install "torch==${TORCH_VERSION}"
   fi
 fi
+# Conan 2 for the packaging.conan_create ctest (conanfile.py, test_package/, conan/profiles/).
+if [ "$(.venv/bin/conan --version 2>/dev/null)" != "Conan version ${CONAN_VERSION}" ]; then
+  pip_install "conan==${CONAN_VERSION}"
+fi
+.venv/bin/conan --version | sed 's/^/install-python: /'
 $PY -c "import torch; print('install-python: torch', torch.__version__, 'ready in .venv')"

@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "A (seed 000), B (seed 001), C or D (seed 003 small/large)")
       ->check(CLI::IsMember({"A", "B", "C", "D"}))
       ->capture_default_str();
-  app.add_option("--epochs", o.epochs, "epochs to train (in all, counting those before --resume)")->capture_default_str();
+  app.add_option("--epochs", o.epochs, "epochs to train (in all, counting those before --resume)")
+      ->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "samples per step (default: the seed's, 100 for B, else 128)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--lr", o.lr, "learning rate (default: the seed's: A 0.5, B 1e-4, C/D 1e-3)")

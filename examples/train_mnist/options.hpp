@@ -9,9 +9,9 @@
 struct TrainMnistOptions {
   std::string model = "A";
   std::size_t epochs = 2;
-  std::size_t batch_size = 0;  // 0: the seed notebook's (100 for B, 128 otherwise)
-  double lr = -1;              // < 0: the seed notebook's
-  std::string optimizer;       // empty: the seed notebook's
+  std::size_t batch_size = 0; // 0: the seed notebook's (100 for B, 128 otherwise)
+  double lr = -1;             // < 0: the seed notebook's
+  std::string optimizer;      // empty: the seed notebook's
   double momentum = 0;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::uint64_t seed = 0;

@@ -33,8 +33,8 @@ int train(const TrainMnistOptions& o, Opt opt) {
   const Normalization norm = Normalization::of(train_images);
   const Data train_set = Data::from_idx(train_images, read_idx(train_files.labels, idx_labels_magic), 10, norm);
   const Data test_set = Data::load(test_files, 10, norm);
-  std::printf("data: %zu training and %zu test images from %s (mean %.4f, std %.4f), repeated %zux\n",
-              train_set.size(), test_set.size(), o.data_dir.c_str(), double(norm.mean), double(norm.std), o.repeat);
+  std::printf("data: %zu training and %zu test images from %s (mean %.4f, std %.4f), repeated %zux\n", train_set.size(),
+              test_set.size(), o.data_dir.c_str(), double(norm.mean), double(norm.std), o.repeat);
 
   set_num_threads(o.threads);
   TrainerOptions to;

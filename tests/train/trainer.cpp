@@ -8,8 +8,8 @@
 #include <random>
 #include <sstream>
 
-#include <cohort/models/seed_models.hpp>
 #include <cohort/cohort.hpp>
+#include <cohort/models/seed_models.hpp>
 
 using namespace cohort;
 namespace fs = std::filesystem;
@@ -50,32 +50,35 @@ std::vector<float> weights_after(Opt opt, const Bands& data, std::uint64_t steps
 
 template <class Net, class Opt>
 void check_exact_resume(Opt opt, std::uint64_t total, std::uint64_t half) {
-  const Bands data(100, 1);  // 5 batches per epoch (the last one short): resumes cross epochs
+  const Bands data(100, 1); // 5 batches per epoch (the last one short): resumes cross epochs
   TempDir dir;
   const auto straight = weights_after<Net>(opt, data, total);
   weights_after<Net>(opt, data, half, dir.path / "half.safetensors");
   const auto resumed = weights_after<Net>(opt, data, total, {}, dir.path / "half.safetensors");
-  CHECK(straight == resumed);  // bitwise
+  CHECK(straight == resumed); // bitwise
 }
 } // namespace
 
 TEST_CASE("Trainer: resuming from a checkpoint is bitwise exact (dropout, Adadelta)") {
-  check_exact_resume<models::ModelA>(Adadelta({.lr = 0.5}), 13, 7);  // mid-epoch, different epoch
+  check_exact_resume<models::ModelA>(Adadelta({.lr = 0.5}), 13, 7); // mid-epoch, different epoch
 }
 TEST_CASE("Trainer: resuming is bitwise exact with BatchNorm statistics and SGD momentum") {
   check_exact_resume<models::ModelB>(Sgd({.lr = 0.05, .momentum = 0.9}), 12, 5);
 }
 TEST_CASE("Trainer: resuming is bitwise exact with Adam") {
-  check_exact_resume<models::ModelC>(Adam({.lr = 1e-3, .eps = 1e-7}), 9, 5);  // at an epoch boundary
+  check_exact_resume<models::ModelC>(Adam({.lr = 1e-3, .eps = 1e-7}), 9, 5); // at an epoch boundary
 }
 
 TEST_CASE("Trainer: learns, evaluates and writes seed 003's metrics") {
   const Bands train(600, 2), test(200, 3);
   TempDir dir;
   std::ostringstream log;
-  Trainer<models::ModelC, Adam<>> t(Adam({.lr = 1e-3, .eps = 1e-7}),
-                                    {.batch_size = 50, .log_interval = 4, .log = &log,
-                                     .metrics = dir.path / "m.jsonl", .model_size = "small", .n_dataset_repeat = 1});
+  Trainer<models::ModelC, Adam<>> t(Adam({.lr = 1e-3, .eps = 1e-7}), {.batch_size = 50,
+                                                                      .log_interval = 4,
+                                                                      .log = &log,
+                                                                      .metrics = dir.path / "m.jsonl",
+                                                                      .model_size = "small",
+                                                                      .n_dataset_repeat = 1});
   const auto history = t.fit(train, 2, &test);
   REQUIRE(history.size() == 2);
   CHECK(history[1].test_accuracy.value() > 90.0);
@@ -117,7 +120,8 @@ TEST_CASE("Checkpoints: a mismatching or corrupt checkpoint changes nothing and 
 
   Trainer<models::ModelC, Sgd<>> other_opt(Sgd({.lr = 0.1}), {.batch_size = 16, .log = nullptr});
   CHECK_THROWS_WITH_AS(other_opt.resume(dir.path / "c.safetensors"),
-                       doctest::Contains("optimizer: the file was written by Adam, this run uses SGD"), CheckpointError);
+                       doctest::Contains("optimizer: the file was written by Adam, this run uses SGD"),
+                       CheckpointError);
   // Weights alone load into any optimiser (--init-from), strictly by name.
   CHECK_NOTHROW(other_opt.init_from(dir.path / "c.safetensors"));
 

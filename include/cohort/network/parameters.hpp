@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include <xtensor/xadapt.hpp>
+#include "cohort/detail/xtensor.hpp"
 
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/error.hpp"

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include <xtensor/xadapt.hpp>
+#include "cohort/detail/xtensor.hpp"
 
 #include "cohort/core/error.hpp"
 #include "cohort/core/shape.hpp"

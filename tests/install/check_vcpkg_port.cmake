@@ -1,0 +1,48 @@
+# packaging.vcpkg_port: vcpkg cannot run here, so check what can be checked without it: the
+# manifest parses, names this project's version and dependencies, and the portfile's config
+# fixup looks where the portfile tells cohort to install its CMake package.
+#   cmake -DPORT_DIR=<source>/ports/cohort -DVERSION=<project version> -P check_vcpkg_port.cmake
+cmake_minimum_required(VERSION 3.22)
+file(READ "${PORT_DIR}/vcpkg.json" manifest)
+string(JSON name ERROR_VARIABLE err GET "${manifest}" name)
+if(err)
+  message(FATAL_ERROR "ports/cohort/vcpkg.json: ${err}")
+endif()
+string(JSON version GET "${manifest}" version)
+string(JSON license GET "${manifest}" license)
+if(NOT name STREQUAL "cohort" OR NOT version STREQUAL VERSION OR NOT license STREQUAL "MIT")
+  message(FATAL_ERROR "ports/cohort/vcpkg.json: name ${name}, version ${version}, license ${license}; "
+                      "expected cohort, ${VERSION} (project(cohort VERSION) in CMakeLists.txt), MIT")
+endif()
+
+string(JSON count LENGTH "${manifest}" dependencies)
+set(deps)
+math(EXPR last "${count} - 1")
+foreach(i RANGE ${last})
+  string(JSON type TYPE "${manifest}" dependencies ${i})
+  if(type STREQUAL "OBJECT")
+    string(JSON dep GET "${manifest}" dependencies ${i} name)
+  else()
+    string(JSON dep GET "${manifest}" dependencies ${i})
+  endif()
+  list(APPEND deps ${dep})
+endforeach()
+foreach(dep xtensor zlib vcpkg-cmake vcpkg-cmake-config)
+  if(NOT dep IN_LIST deps)
+    message(FATAL_ERROR "ports/cohort/vcpkg.json: dependency ${dep} missing (has: ${deps})")
+  endif()
+endforeach()
+string(JSON mpi_deps ERROR_VARIABLE err GET "${manifest}" features mpi dependencies 0)
+if(err OR NOT mpi_deps STREQUAL "mpi")
+  message(FATAL_ERROR "ports/cohort/vcpkg.json: feature mpi must depend on the port mpi")
+endif()
+
+file(READ "${PORT_DIR}/portfile.cmake" portfile)
+string(REGEX MATCH "-DCOHORT_INSTALL_CMAKEDIR=([^ \n)]+)" _ "${portfile}")
+set(installed_at "${CMAKE_MATCH_1}")
+string(REGEX MATCH "vcpkg_cmake_config_fixup\\([^)]*CONFIG_PATH ([^ \n)]+)" _ "${portfile}")
+if(NOT installed_at OR NOT installed_at STREQUAL CMAKE_MATCH_1)
+  message(FATAL_ERROR "ports/cohort/portfile.cmake installs the CMake package to '${installed_at}' but "
+                      "vcpkg_cmake_config_fixup looks in '${CMAKE_MATCH_1}'")
+endif()
+message(STATUS "ports/cohort: manifest and portfile consistent (version ${version}, config in ${installed_at})")

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Weights travel between cohort and PyTorch through safetensors, both ways.
+
+    python3 tests/reference/torch_roundtrip.py HELPER WORKDIR
+
+1. cohort writes model B's weights (state_dict names, F32 and I64 num_batches_tracked);
+   PyTorch loads them into nn.Sequential with load_state_dict(strict=True) and must compute
+   cohort's output (eval mode) on the same batch.
+2. PyTorch changes every tensor, saves with safetensors.torch.save_file; cohort loads the file
+   strictly and must compute PyTorch's output.
+Exit 77 (ctest: skipped) when torch or safetensors is missing.
+"""
+import os
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    from safetensors.torch import load_file, save_file
+except ImportError as e:
+    print(f"skipped: {e}")
+    sys.exit(77)
+
+
+def model_b():
+    return nn.Sequential(nn.Conv2d(1, 16, 5, 1, 2), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2, 2),
+                         nn.Conv2d(16, 32, 5, 1, 2), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2, 2),
+                         nn.Flatten(), nn.Linear(1568, 10))
+
+
+def main():
+    helper, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    torch.set_num_threads(1)
+    x = torch.from_numpy(np.random.default_rng(0).random((6, 1, 28, 28), dtype=np.float32))
+    save_file({"x": x}, os.path.join(work, "x.safetensors"))
+
+    # cohort -> PyTorch
+    subprocess.run([helper, "export", os.path.join(work, "cohort_w.safetensors"), os.path.join(work, "x.safetensors"),
+                    os.path.join(work, "cohort_y.safetensors")], check=True)
+    m = model_b()
+    sd = load_file(os.path.join(work, "cohort_w.safetensors"))
+    m.load_state_dict(sd, strict=True)
+    assert sd["1.num_batches_tracked"].dtype == torch.int64 and int(sd["1.num_batches_tracked"]) == 1
+    m.eval()
+    with torch.no_grad():
+        y = m(x)
+    ref = load_file(os.path.join(work, "cohort_y.safetensors"))["y"]
+    err = float((y - ref).abs().max() / ref.abs().max())
+    print(f"PyTorch on cohort-written weights: worst difference {err:.3g} of the largest output")
+    if err > 1e-5:
+        return 1
+
+    # PyTorch -> cohort
+    with torch.no_grad():
+        for k, v in m.state_dict().items():
+            if v.dtype.is_floating_point:
+                v.mul_(0.9).add_(0.01)
+            else:
+                v.add_(5)
+        y2 = m(x)
+    save_file({k: v.contiguous() for k, v in m.state_dict().items()}, os.path.join(work, "torch_w.safetensors"))
+    save_file({"y": y2}, os.path.join(work, "torch_y.safetensors"))
+    return subprocess.run([helper, "check", os.path.join(work, "torch_w.safetensors"),
+                           os.path.join(work, "x.safetensors"), os.path.join(work, "torch_y.safetensors")]).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
