@@ -17,15 +17,17 @@ namespace {
 
 // Values are compared to 1e-5 of each tensor's largest magnitude.
 constexpr double model_rtol = 1e-5;
-// Except the parameters of model D after its 3 Adam steps: Adam divides each gradient entry by
-// its own running magnitude, so an entry 1000x smaller than the tensor's largest, which float
-// summation (MKL's order vs ours over K = 2304..4608 terms) leaves with a 1e-3 relative error,
-// moves its weight by lr +- 0.1%. Measured worst: 1.5e-4 of max |p| (10.weight).
-constexpr double adam_after_rtol = 2e-4;
+// Except parameters after Adam steps (models C and D): Adam divides each gradient entry by its
+// own running magnitude, so an entry 1000x smaller than the tensor's largest, which summation
+// order alone leaves with a 1e-3 relative error, moves its weight by lr +- 0.1%. The meaningful
+// unit is then the step size: these are checked to 2% of one step (|diff| <= 0.02 lr).
+// Measured: PyTorch itself, 2 threads vs 1, differs by 0.0011 lr on model D; cohort vs PyTorch
+// by 0.0055 lr (D) and 0.00035 lr (C).
+constexpr double adam_after_lr_fraction = 0.02;
 
 /// Fixture tensor `key` (or its strided sample `key.everyN`) against the network tensor values.
 void check_tensor(const SafetensorsFile& f, const std::string& key, std::span<const double> actual,
-                  const std::string& what, double rtol = model_rtol) {
+                  const std::string& what, double rtol = model_rtol, double atol = 0) {
   const std::size_t stride = std::stoul(f.metadata().at("stride"));
   if (f.find(key)) {
     const auto e = f.at(key);
@@ -33,22 +35,22 @@ void check_tensor(const SafetensorsFile& f, const std::string& key, std::span<co
       CHECK(actual[0] == double(f.values<std::int64_t>(key)[0]));
       return;
     }
-    COHORT_CHECK_CLOSE(actual, std::span<const float>(f.values<float>(key)), rtol, what);
+    COHORT_CHECK_CLOSE_ABS(actual, std::span<const float>(f.values<float>(key)), rtol, atol, what);
     return;
   }
   const std::string sampled = key + ".every" + std::to_string(stride);
   REQUIRE_MESSAGE(f.find(sampled), "fixture has neither " << key << " nor " << sampled);
   std::vector<double> picked;
   for (std::size_t i = 0; i < actual.size(); i += stride) picked.push_back(actual[i]);
-  COHORT_CHECK_CLOSE(std::span<const double>(picked), std::span<const float>(f.values<float>(sampled)), rtol,
-                     what + " (every " + std::to_string(stride) + "th element)");
+  COHORT_CHECK_CLOSE_ABS(std::span<const double>(picked), std::span<const float>(f.values<float>(sampled)), rtol, atol,
+                         what + " (every " + std::to_string(stride) + "th element)");
 }
 
 /// `zero_grads`: parameters whose gradient is exactly zero in exact arithmetic (a convolution's
 /// bias right before a BatchNorm, which subtracts the mean): both frameworks leave rounding noise
 /// there, so the check is that both are negligible next to the network's largest gradient.
 template <class Model, class Loss, class Opt>
-void check_model(const std::string& name, Opt opt, double after_rtol = model_rtol,
+void check_model(const std::string& name, Opt opt, double after_atol = 0,
                  const std::vector<std::string>& zero_grads = {}) {
   const auto f = fixture("model_" + name);
   Network<Model> net(0);
@@ -92,7 +94,7 @@ void check_model(const std::string& name, Opt opt, double after_rtol = model_rto
   }
   for (const auto& t : net.state_dict()) {
     const auto v = tensor_values(net, t.name);
-    check_tensor(f, "after." + t.name, v, name + " after 3 steps: " + t.name, after_rtol);
+    check_tensor(f, "after." + t.name, v, name + " after 3 steps: " + t.name, model_rtol, after_atol);
   }
 }
 
@@ -102,11 +104,11 @@ TEST_CASE("Model A (seed 000): matches PyTorch over 3 Adadelta steps, dropout on
   check_model<ModelA, NllLoss<>>("A", Adadelta({.lr = 0.5}));
 }
 TEST_CASE("Model B (seed 001): matches PyTorch over 3 SGD steps, BatchNorm in training mode") {
-  check_model<ModelB, CrossEntropyLoss<>>("B", Sgd({.lr = 0.01, .momentum = 0.9}), model_rtol, {"0.bias", "4.bias"});
+  check_model<ModelB, CrossEntropyLoss<>>("B", Sgd({.lr = 0.01, .momentum = 0.9}), 0.0, {"0.bias", "4.bias"});
 }
 TEST_CASE("Model C (seed 003 small): matches PyTorch over 3 Adam steps") {
-  check_model<ModelC, CrossEntropyLoss<>>("C", Adam({.lr = 1e-3, .eps = 1e-7}));
+  check_model<ModelC, CrossEntropyLoss<>>("C", Adam({.lr = 1e-3, .eps = 1e-7}), adam_after_lr_fraction * 1e-3);
 }
 TEST_CASE("Model D (seed 003 large): matches PyTorch over 3 Adam steps") {
-  check_model<ModelD, CrossEntropyLoss<>>("D", Adam({.lr = 1e-3, .eps = 1e-7}), adam_after_rtol);
+  check_model<ModelD, CrossEntropyLoss<>>("D", Adam({.lr = 1e-3, .eps = 1e-7}), adam_after_lr_fraction * 1e-3);
 }

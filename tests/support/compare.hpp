@@ -19,8 +19,10 @@ struct Comparison {
   std::string message;
 };
 
+/// Passes when max |actual - expected| <= rtol * max |expected| + atol.
 template <class A, class B>
-Comparison compare(std::span<const A> actual, std::span<const B> expected, double rtol, const std::string& what) {
+Comparison compare(std::span<const A> actual, std::span<const B> expected, double rtol, const std::string& what,
+                   double atol = 0) {
   Comparison c;
   if (actual.size() != expected.size()) {
     c.ok = false;
@@ -30,6 +32,7 @@ Comparison compare(std::span<const A> actual, std::span<const B> expected, doubl
   double scale = 0;
   for (auto v : expected) scale = std::max(scale, std::abs(double(v)));
   scale = std::max(scale, 1e-30);
+  const double limit = rtol + atol / scale; // the whole bound, in units of max |expected|
   for (std::size_t i = 0; i < actual.size(); ++i) {
     const double d = std::abs(double(actual[i]) - double(expected[i])) / scale;
     if (!(d <= c.worst)) { // also catches NaN
@@ -37,7 +40,7 @@ Comparison compare(std::span<const A> actual, std::span<const B> expected, doubl
       c.at = i;
     }
   }
-  c.ok = c.worst <= rtol;
+  c.ok = c.worst <= limit;
   std::ostringstream os;
   os << what << ": worst difference " << c.worst << " of max |expected| at element " << c.at << " (actual "
      << (actual.empty() ? 0.0 : double(actual[c.at])) << ", expected "
@@ -49,9 +52,12 @@ Comparison compare(std::span<const A> actual, std::span<const B> expected, doubl
 } // namespace cohort::test
 
 /// CHECK that two tensors agree to `rtol` of the expected tensor's largest magnitude.
-#define COHORT_CHECK_CLOSE(actual, expected, rtol, what)                                                               \
+#define COHORT_CHECK_CLOSE(actual, expected, rtol, what) COHORT_CHECK_CLOSE_ABS(actual, expected, rtol, 0.0, what)
+
+/// The same with an absolute allowance added to the relative one.
+#define COHORT_CHECK_CLOSE_ABS(actual, expected, rtol, atol, what)                                                     \
   do {                                                                                                                 \
-    const auto cohort_cmp_ = ::cohort::test::compare(std::span(actual), std::span(expected), rtol, what);              \
+    const auto cohort_cmp_ = ::cohort::test::compare(std::span(actual), std::span(expected), rtol, what, atol);        \
     INFO(cohort_cmp_.message);                                                                                         \
     CHECK(cohort_cmp_.ok);                                                                                             \
   } while (0)

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <vector>
 #include <cstddef>
 #include <tuple>
 #include <utility>
@@ -20,6 +22,18 @@
 #include "cohort/tensor/batch.hpp"
 
 namespace cohort {
+
+/// Seconds spent in each layer's forward and backward passes, when profiling is on
+/// (`executor.set_profile(&profile)`): the per-layer table of bench/profile_layers.
+struct LayerProfile {
+  std::vector<double> forward, backward;
+  std::vector<std::size_t> calls;
+  void clear() {
+    std::fill(forward.begin(), forward.end(), 0.0);
+    std::fill(backward.begin(), backward.end(), 0.0);
+    std::fill(calls.begin(), calls.end(), 0);
+  }
+};
 
 /// Options of a backward pass.
 struct BackwardOptions {
@@ -94,6 +108,7 @@ class Executor {
       if constexpr (detail::is_view_layer<B>()) {
         act_[I + 1] = act_[I];
       } else {
+        const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         const ForwardArgs<Backend, T> args{ctx,
                                            step_,
                                            I,
@@ -105,6 +120,10 @@ class Executor {
                                            outputs_[I].data()};
         B::template forward<Backend, T>(args, std::get<I>(states_));
         act_[I + 1] = outputs_[I].data();
+        if (profile_) {
+          profile_->forward[I] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          ++profile_->calls[I];
+        }
       }
     });
     return {act_[L], batch_};
@@ -131,6 +150,7 @@ class Executor {
         if (!need_dx && B::parameters.size() == 0) return;
         const int target = holder == 0 ? 1 : 0;
         T* dx = need_dx ? grads_[target].data() : nullptr;
+        const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         const BackwardArgs<Backend, T> args{ctx,
                                             step_,
                                             I,
@@ -144,12 +164,24 @@ class Executor {
                                             dx,
                                             opts.accumulate};
         B::template backward<Backend, T>(args, std::get<I>(states_));
+        if (profile_)
+          profile_->backward[I] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if constexpr (B::parameters.size() > 0) hook(I);
         d_out = dx;
         holder = target;
       }
     });
     return opts.input_grad ? ConstBatchView<input_shape, T>{d_out, batch_} : ConstBatchView<input_shape, T>{};
+  }
+
+  /// Times every layer into `p` (nullptr: off). Costs two clock reads per layer and pass.
+  void set_profile(LayerProfile* p) {
+    profile_ = p;
+    if (p) {
+      p->forward.assign(L, 0.0);
+      p->backward.assign(L, 0.0);
+      p->calls.assign(L, 0);
+    }
   }
 
   /// Batch size of the last forward pass.
@@ -175,6 +207,7 @@ class Executor {
   std::array<const T*, L + 1> act_{};
   std::size_t batch_ = 0, capacity_ = 0;
   StepInfo step_{};
+  LayerProfile* profile_ = nullptr;
 };
 
 } // namespace cohort

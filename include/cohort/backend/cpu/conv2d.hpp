@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
+#include <type_traits>
 
 #include "cohort/backend/cpu/context.hpp"
+#include "cohort/backend/cpu/conv2d_direct.hpp"
 #include "cohort/backend/cpu/gemm.hpp"
 #include "cohort/backend/ops.hpp"
 
@@ -86,14 +89,128 @@ HostBuffer<T>& conv_scratch(std::size_t n) {
 
 template <>
 struct ops::Conv2dKernels<Cpu> {
+  /// Scratch of the direct (stride-1, float) path; the im2col path keeps per-thread scratch.
   template <class G, class T>
   struct workspace {
-    void reserve(std::size_t) noexcept {}
+    HostBuffer<float> padded;           // (batch, Cin, wide plane): the forward input, reused by dW
+    HostBuffer<float> packed, packed_t; // weights for forward and for dX
+    HostBuffer<float> dy_wide;          // (batch, valid positions, padded Cout): dY transposed for dW
+    HostBuffer<float> dw_t;             // (patch, padded Cout): dW transposed, summed by the kernel
+    void reserve(std::size_t batch) {
+      if constexpr (use_direct<G, T>) {
+        using V = cpu::direct::Wide<G>;
+        padded.resize(batch * V::cin * V::plane);
+      }
+    }
   };
+
+  template <class G, class T>
+  static void forward(CpuContext& ctx, const T* x, const T* w, const T* b, T* y, std::size_t batch,
+                      workspace<G, T>& ws) {
+    if constexpr (use_direct<G, T>)
+      direct_forward<G>(ctx, x, w, b, y, batch, ws);
+    else
+      im2col_forward<G>(ctx, x, w, b, y, batch);
+  }
+
+  template <class G, class T>
+  static void backward(CpuContext& ctx, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::size_t batch,
+                       bool accumulate, workspace<G, T>& ws) {
+    if constexpr (use_direct<G, T>)
+      direct_backward<G>(ctx, w, dy, dx, dw, db, batch, accumulate, ws);
+    else
+      im2col_backward<G>(ctx, x, w, dy, dx, dw, db, batch, accumulate);
+  }
+
+ private:
+  template <class G, class T>
+  static constexpr bool use_direct = std::is_same_v<T, float>&& cpu::direct::applicable<G>;
+
+  // ---- direct path: stride 1, float ------------------------------------------------------------
+
+  template <class G>
+  static void direct_forward(CpuContext& ctx, const float* x, const float* w, const float* b, float* y,
+                             std::size_t batch, workspace<G, float>& ws) {
+    using V = cpu::direct::Wide<G>;
+    const Isa isa = cpu::active_isa();
+    const std::size_t mr = cpu::direct::forward_rows_for(isa), rows = (V::cout + mr - 1) / mr * mr;
+    ws.reserve(batch);
+    ws.packed.resize(rows * V::cin * V::taps);
+    if (mr == 8)
+      cpu::direct::pack_weights<G, 8>(w, ws.packed.data(), false);
+    else
+      cpu::direct::pack_weights<G, 6>(w, ws.packed.data(), false);
+    ctx.threads().parallel_for(batch, 1, [&, isa, rows](std::size_t lo, std::size_t hi) {
+      float* wide = cpu::detail::conv_scratch<float>(rows * V::positions).data();
+      for (std::size_t n = lo; n < hi; ++n) {
+        float* xt = ws.padded.data() + n * V::cin * V::plane;
+        cpu::direct::pad_sample<G>(x + n * G::in_size, xt);
+        cpu::direct::forward_sample_dispatch<G>(isa, xt, ws.packed.data(), b, wide);
+        cpu::direct::unwiden<G>(wide, y + n * G::out_size, V::cout);
+      }
+    });
+  }
+
+  template <class G>
+  static void direct_backward(CpuContext& ctx, const float* w, const float* dy, float* dx, float* dw, float* db,
+                              std::size_t batch, bool accumulate, workspace<G, float>& ws) {
+    using V = cpu::direct::Wide<G>;
+    const Isa isa = cpu::active_isa();
+    ThreadPool& pool = ctx.threads();
+    // dY transposed to (sample, position, channel): the dW kernel vectorises over channels.
+    const auto shape = cpu::direct::weight_grad_shape<G>(isa);
+    constexpr std::size_t valid = G::out_h * G::out_w, patch = V::cin * V::taps;
+    ws.dy_wide.resize(batch * valid * shape.padded_cout);
+    pool.parallel_for(batch, 1, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t n = lo; n < hi; ++n)
+        cpu::direct::transpose_dy<G>(dy + n * G::out_size, ws.dy_wide.data() + n * valid * shape.padded_cout,
+                                     shape.padded_cout);
+    });
+    // Bias: one vector lane per channel, samples and positions in order.
+    cpu::direct::bias_grad(isa, ws.dy_wide.data(), batch * valid, shape.padded_cout, V::cout, db, accumulate);
+    // dW^T by (patch entries x channels) tiles; samples in blocks sized for L2, in order.
+    ws.dw_t.resize(patch * shape.padded_cout);
+    const std::size_t per_sample = valid * shape.padded_cout + V::cin * V::plane;
+    const std::size_t block = std::max<std::size_t>(1, (96 * 1024) / per_sample);
+    const std::size_t kt = (patch + shape.kr - 1) / shape.kr,
+                      ot = (shape.padded_cout + shape.oc_per_tile - 1) / shape.oc_per_tile;
+    pool.parallel_for(kt * ot, 1, [&, isa](std::size_t lo, std::size_t hi) {
+      for (std::size_t n0 = 0; n0 < batch; n0 += block)
+        for (std::size_t t = lo; t < hi; ++t)
+          cpu::direct::weight_grad_block_dispatch<G>(
+              isa, ws.padded.data() + n0 * V::cin * V::plane, ws.dy_wide.data() + n0 * valid * shape.padded_cout,
+              std::min(block, batch - n0), (t / ot) * shape.kr, (t % ot) * shape.oc_per_tile, ws.dw_t.data(), n0 == 0);
+    });
+    for (std::size_t o = 0; o < V::cout; ++o)
+      for (std::size_t k = 0; k < patch; ++k)
+        dw[o * patch + k] =
+            accumulate ? dw[o * patch + k] + ws.dw_t[k * shape.padded_cout + o] : ws.dw_t[k * shape.padded_cout + o];
+    if (!dx) return;
+    // dX: the "full" convolution of dY with the rotated, transposed kernel.
+    using Gt = cpu::direct::transposed_geometry<G>;
+    using Vt = cpu::direct::Wide<Gt>;
+    const std::size_t mr = cpu::direct::forward_rows_for(isa), rows = (Vt::cout + mr - 1) / mr * mr;
+    ws.packed_t.resize(rows * Vt::cin * Vt::taps);
+    if (mr == 8)
+      cpu::direct::pack_weights<G, 8>(w, ws.packed_t.data(), true);
+    else
+      cpu::direct::pack_weights<G, 6>(w, ws.packed_t.data(), true);
+    pool.parallel_for(batch, 1, [&, isa, rows](std::size_t lo, std::size_t hi) {
+      float* wide = cpu::detail::conv_scratch<float>(rows * Vt::positions + Vt::cin * Vt::plane).data();
+      float* padded_dy = wide + rows * Vt::positions;
+      for (std::size_t n = lo; n < hi; ++n) {
+        cpu::direct::pad_sample<Gt>(dy + n * G::out_size, padded_dy);
+        cpu::direct::forward_sample_dispatch<Gt>(isa, padded_dy, ws.packed_t.data(), nullptr, wide);
+        cpu::direct::unwiden<Gt>(wide, dx + n * G::in_size, Vt::cout);
+      }
+    });
+  }
+
+  // ---- im2col path: any stride, any T -----------------------------------------------------------
 
   /// Samples are independent: split them between threads.
   template <class G, class T>
-  static void forward(CpuContext& ctx, const T* x, const T* w, const T* b, T* y, std::size_t batch, workspace<G, T>&) {
+  static void im2col_forward(CpuContext& ctx, const T* x, const T* w, const T* b, T* y, std::size_t batch) {
     ctx.threads().parallel_for(batch, 1, [&](std::size_t lo, std::size_t hi) {
       T* col = cpu::detail::conv_scratch<T>(G::patch * G::out_plane).data();
       for (std::size_t n = lo; n < hi; ++n) {
@@ -111,8 +228,8 @@ struct ops::Conv2dKernels<Cpu> {
   /// samples for its channels, in sample order: the same result for any thread count); dX is
   /// split by sample.
   template <class G, class T>
-  static void backward(CpuContext& ctx, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::size_t batch,
-                       bool accumulate, workspace<G, T>&) {
+  static void im2col_backward(CpuContext& ctx, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db,
+                              std::size_t batch, bool accumulate) {
     ThreadPool& pool = ctx.threads();
     const std::size_t per_thread = (G::out_channels + pool.size() - 1) / pool.size();
     pool.parallel_for(G::out_channels, per_thread, [&](std::size_t o0, std::size_t o1) {

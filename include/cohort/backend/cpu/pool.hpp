@@ -7,11 +7,65 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "cohort/backend/cpu/context.hpp"
+#include "cohort/backend/cpu/simd.hpp"
 #include "cohort/backend/ops.hpp"
 
 namespace cohort {
+
+namespace cpu::detail {
+/// PyTorch's max-pool update: a later element wins when it is larger, or NaN while the best so
+/// far is not (the first NaN stays). Written without short-circuits so loops if-convert.
+template <class T>
+inline bool takes_max(T v, T best) noexcept {
+  return (v > best) | ((v != v) & (best == best));
+}
+/// Per-thread scratch of the 2x2 pooling path.
+inline float* pool_scratch(std::size_t n) {
+  thread_local HostBuffer<float> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+/// value[i], right[i] = the larger of in[2i], in[2i+1] (first wins ties), vectorised.
+template <int W>
+COHORT_ALWAYS_INLINE void horizontal_pairs_impl(const float* __restrict in, float* __restrict value,
+                                                std::int32_t* __restrict right, std::size_t pairs) {
+  using iv = ivec<W>;
+  iv even{}, odd{};
+  for (int l = 0; l < W; ++l) even[l] = 2 * l, odd[l] = 2 * l + 1;
+  const std::size_t whole = pairs / W * W;
+  for (std::size_t i = 0; i < whole; i += W) {
+    const vec<W> a = load<W>(in + 2 * i), b = load<W>(in + 2 * i + W);
+    const vec<W> l = __builtin_shuffle(a, b, even), r = __builtin_shuffle(a, b, odd);
+    const iv take = (r > l) | ((r != r) & (l == l));
+    store<W>(value + i, take ? r : l);
+    const iv bit = take & 1;
+    __builtin_memcpy(right + i, &bit, sizeof bit);
+  }
+  for (std::size_t i = whole; i < pairs; ++i) {
+    const bool take = takes_max(in[2 * i + 1], in[2 * i]);
+    value[i] = take ? in[2 * i + 1] : in[2 * i];
+    right[i] = take;
+  }
+}
+COHORT_TARGET_AVX512 inline void horizontal_pairs_avx512(const float* in, float* v, std::int32_t* r, std::size_t n) {
+  horizontal_pairs_impl<16>(in, v, r, n);
+}
+COHORT_TARGET_AVX2 inline void horizontal_pairs_avx2(const float* in, float* v, std::int32_t* r, std::size_t n) {
+  horizontal_pairs_impl<8>(in, v, r, n);
+}
+inline void horizontal_pairs(Isa isa, const float* in, float* v, std::int32_t* r, std::size_t n) {
+  if (isa == Isa::avx512)
+    horizontal_pairs_avx512(in, v, r, n);
+  else if (isa == Isa::avx2)
+    horizontal_pairs_avx2(in, v, r, n);
+  else
+    horizontal_pairs_impl<4>(in, v, r, n);
+}
+} // namespace cpu::detail
 
 template <>
 struct ops::PoolKernels<Cpu> {
@@ -25,36 +79,10 @@ struct ops::PoolKernels<Cpu> {
   static void max_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch, workspace<G, T>& ws) {
     ws.reserve(batch);
     std::uint32_t* arg = ws.argmax.data();
-    ctx.threads().parallel_for(batch * G::channels, 16, [&](std::size_t p0, std::size_t p1) {
-      for (std::size_t plane = p0; plane < p1; ++plane) {
-        const T* in = x + plane * G::in_h * G::in_w;
-        T* out = y + plane * G::out_h * G::out_w;
-        std::uint32_t* idx = arg + plane * G::out_h * G::out_w;
-        for (std::size_t oh = 0; oh < G::out_h; ++oh)
-          for (std::size_t ow = 0; ow < G::out_w; ++ow) {
-            const std::ptrdiff_t h0 = std::ptrdiff_t(oh * G::stride) - std::ptrdiff_t(G::padding);
-            const std::ptrdiff_t w0 = std::ptrdiff_t(ow * G::stride) - std::ptrdiff_t(G::padding);
-            T best = -std::numeric_limits<T>::infinity();
-            std::uint32_t best_at = 0;
-            bool first = true;
-            for (std::ptrdiff_t h = std::max<std::ptrdiff_t>(h0, 0);
-                 h < std::min<std::ptrdiff_t>(h0 + G::kernel, G::in_h); ++h)
-              for (std::ptrdiff_t w = std::max<std::ptrdiff_t>(w0, 0);
-                   w < std::min<std::ptrdiff_t>(w0 + G::kernel, G::in_w); ++w) {
-                const T v = in[h * G::in_w + w];
-                // PyTorch keeps the first maximum and lets NaN win.
-                if (first || v > best || std::isnan(v)) {
-                  best = v;
-                  best_at = std::uint32_t(h * G::in_w + w);
-                  first = false;
-                  if (std::isnan(v)) goto done;
-                }
-              }
-          done:
-            out[oh * G::out_w + ow] = best;
-            idx[oh * G::out_w + ow] = best_at;
-          }
-      }
+    ctx.threads().parallel_for(batch * G::channels, 16, [x, y, arg](std::size_t p0, std::size_t p1) {
+      for (std::size_t plane = p0; plane < p1; ++plane)
+        forward_plane<G>(x + plane * G::in_h * G::in_w, y + plane * G::out_h * G::out_w,
+                         arg + plane * G::out_h * G::out_w);
     });
   }
 
@@ -62,12 +90,64 @@ struct ops::PoolKernels<Cpu> {
   static void max_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch, workspace<G, T>& ws) {
     const std::uint32_t* arg = ws.argmax.data();
     constexpr std::size_t out_plane = G::out_h * G::out_w, in_plane = G::in_h * G::in_w;
-    ctx.threads().parallel_for(batch * G::channels, 16, [&](std::size_t p0, std::size_t p1) {
-      std::fill(dx + p0 * in_plane, dx + p1 * in_plane, T(0));
+    ctx.threads().parallel_for(batch * G::channels, 16, [dy, dx, arg](std::size_t p0, std::size_t p1) {
+      T* __restrict d = dx;
+      const T* __restrict g = dy;
+      const std::uint32_t* __restrict a = arg;
+      std::fill(d + p0 * in_plane, d + p1 * in_plane, T(0));
       for (std::size_t plane = p0; plane < p1; ++plane)
         for (std::size_t i = 0; i < out_plane; ++i)
-          dx[plane * in_plane + arg[plane * out_plane + i]] += dy[plane * out_plane + i];
+          d[plane * in_plane + a[plane * out_plane + i]] += g[plane * out_plane + i];
     });
+  }
+
+ private:
+  template <class G, class T>
+  static void forward_plane(const T* __restrict in, T* __restrict out, std::uint32_t* __restrict idx) {
+    if constexpr (std::is_same_v<T, float> && G::kernel == 2 && G::stride == 2 && G::padding == 0 && G::in_w % 2 == 0) {
+      // The common 2x2 window in two branch-free passes that vectorise: the larger of each
+      // horizontal pair (left wins ties), then the larger of two such rows (top wins ties). That
+      // is exactly the first maximum in row-major window order, NaN handling included.
+      constexpr std::size_t pairs = G::in_h * G::in_w / 2, wo = G::out_w;
+      float* __restrict hv = cpu::detail::pool_scratch(2 * pairs);
+      std::int32_t* __restrict hr = reinterpret_cast<std::int32_t*>(hv + pairs);
+      cpu::detail::horizontal_pairs(cpu::active_isa(), in, hv, hr, pairs);
+      for (std::size_t oh = 0; oh < G::out_h; ++oh) {
+        const float* __restrict top = hv + 2 * oh * wo;
+        const float* __restrict bottom = top + wo;
+        const std::int32_t* __restrict top_r = hr + 2 * oh * wo;
+        const std::int32_t* __restrict bottom_r = top_r + wo;
+        T* __restrict o = out + oh * wo;
+        std::uint32_t* __restrict ix = idx + oh * wo;
+        for (std::size_t ow = 0; ow < wo; ++ow) {
+          const bool down = cpu::detail::takes_max(bottom[ow], top[ow]);
+          o[ow] = T(down ? bottom[ow] : top[ow]);
+          ix[ow] = std::uint32_t((2 * oh + down) * G::in_w + 2 * ow) + std::uint32_t(down ? bottom_r[ow] : top_r[ow]);
+        }
+      }
+    } else {
+      for (std::size_t oh = 0; oh < G::out_h; ++oh)
+        for (std::size_t ow = 0; ow < G::out_w; ++ow) {
+          const std::ptrdiff_t h0 = std::ptrdiff_t(oh * G::stride) - std::ptrdiff_t(G::padding);
+          const std::ptrdiff_t w0 = std::ptrdiff_t(ow * G::stride) - std::ptrdiff_t(G::padding);
+          T best = -std::numeric_limits<T>::infinity();
+          std::uint32_t best_at = 0;
+          bool first = true;
+          for (std::ptrdiff_t h = std::max<std::ptrdiff_t>(h0, 0);
+               h < std::min<std::ptrdiff_t>(h0 + G::kernel, G::in_h); ++h)
+            for (std::ptrdiff_t w = std::max<std::ptrdiff_t>(w0, 0);
+                 w < std::min<std::ptrdiff_t>(w0 + G::kernel, G::in_w); ++w) {
+              const T v = in[h * G::in_w + w];
+              if (first || cpu::detail::takes_max(v, best)) {
+                best = v;
+                best_at = std::uint32_t(h * G::in_w + w);
+                first = false;
+              }
+            }
+          out[oh * G::out_w + ow] = best;
+          idx[oh * G::out_w + ow] = best_at;
+        }
+    }
   }
 };
 

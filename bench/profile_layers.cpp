@@ -1,0 +1,91 @@
+// Where a training step's time goes, layer by layer, for one seed model:
+//
+//   profile_layers --model A --batch 128 --threads 1
+//
+// Prints a table (forward and backward milliseconds per step for each layer, the optimiser step,
+// and the loss) and one JSON line per layer.
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include <cohort/cohort.hpp>
+#include <cohort/models/seed_models.hpp>
+
+using namespace cohort;
+
+namespace {
+template <class Model, class Loss, class Opt>
+void profile(const std::string& name, Opt opt, std::size_t batch, std::size_t steps) {
+  Network<Model> net(0);
+  Loss loss;
+  std::mt19937 gen(0);
+  std::uniform_real_distribution<float> u(0, 1);
+  std::vector<float> x(batch * Model::input_shape::size);
+  for (auto& v : x) v = u(gen);
+  std::vector<std::int32_t> labels(batch);
+  for (std::size_t i = 0; i < batch; ++i) labels[i] = std::int32_t(i % 10);
+  const ConstBatchView<typename Model::input_shape, float> in(x.data(), batch);
+  LayerProfile prof;
+  double t_loss = 0, t_opt = 0;
+  using clock = std::chrono::steady_clock;
+  auto step = [&] {
+    auto y = net.forward(in);
+    auto t0 = clock::now();
+    loss.forward(y, labels);
+    t_loss += std::chrono::duration<double>(clock::now() - t0).count();
+    net.backward(loss.backward());
+    t0 = clock::now();
+    opt.step(net);
+    t_opt += std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  for (int i = 0; i < 3; ++i) step();
+  net.executor().set_profile(&prof);
+  t_loss = t_opt = 0;
+  const auto start = clock::now();
+  for (std::size_t i = 0; i < steps; ++i) step();
+  const double total = std::chrono::duration<double>(clock::now() - start).count() / double(steps) * 1e3;
+  const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (n.push_back(std::string(detail::at_t<I, typename Model::layers>::layer::signature())), ...);
+    }(std::make_index_sequence<Model::layer_count>{});
+    return n;
+  }();
+  std::printf("model %s, batch %zu, %zu thread(s): %.2f ms per training step (%.0f samples/s)\n", name.c_str(), batch,
+              num_threads(), total, double(batch) / total * 1e3);
+  std::printf("%-28s %10s %10s %7s\n", "layer", "fwd ms", "bwd ms", "share");
+  double accounted = 0;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const double f = prof.forward[i] / double(steps) * 1e3, b = prof.backward[i] / double(steps) * 1e3;
+    accounted += f + b;
+    std::printf("%2zu %-25s %10.3f %10.3f %6.1f%%\n", i, names[i].c_str(), f, b, 100 * (f + b) / total);
+  }
+  const double l = t_loss / double(steps) * 1e3, o = t_opt / double(steps) * 1e3;
+  std::printf("%-28s %10.3f %10s %6.1f%%\n", "loss", l, "", 100 * l / total);
+  std::printf("%-28s %10.3f %10s %6.1f%%\n", "optimizer step", o, "", 100 * o / total);
+  std::printf("%-28s %10.3f %10s %6.1f%%\n", "other", total - accounted - l - o, "",
+              100 * (total - accounted - l - o) / total);
+}
+} // namespace
+
+int main(int argc, char** argv) {
+  std::string model = "A";
+  std::size_t batch = 128, threads = 1, steps = 10;
+  CLI::App app{"per-layer time of a training step"};
+  app.add_option("--model", model)->check(CLI::IsMember({"A", "B", "C", "D"}));
+  app.add_option("--batch", batch)->check(CLI::Range(1, 65536));
+  app.add_option("--threads", threads)->check(CLI::Range(1, 256));
+  app.add_option("--steps", steps)->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  set_num_threads(threads);
+  using namespace cohort::models;
+  if (model == "A") profile<ModelA, NllLoss<>>("A", Adadelta({.lr = 0.5}), batch, steps);
+  if (model == "B") profile<ModelB, CrossEntropyLoss<>>("B", Sgd({.lr = 0.01, .momentum = 0.9}), batch, steps);
+  if (model == "C") profile<ModelC, CrossEntropyLoss<>>("C", Adam({.lr = 1e-3, .eps = 1e-7}), batch, steps);
+  if (model == "D") profile<ModelD, CrossEntropyLoss<>>("D", Adam({.lr = 1e-3, .eps = 1e-7}), batch, steps);
+}

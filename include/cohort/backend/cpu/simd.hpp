@@ -1,0 +1,136 @@
+#pragma once
+/// \file
+/// Vector types and run-time instruction-set dispatch for the CPU kernels.
+///
+///     switch (cpu::active_isa()) { case Isa::avx512: ...; case Isa::avx2: ...; default: ... }
+///
+/// Kernels are written once over `vec<W>` (GCC/Clang vector extensions) as always-inline
+/// templates, and instantiated inside small entry functions compiled for AVX-512, AVX2+FMA or the
+/// baseline, so a binary built without -march flags still runs the widest code the machine has,
+/// and a binary built on an AVX-512 machine still runs elsewhere. `COHORT_ISA=generic|avx2|avx512`
+/// in the environment narrows the choice (tests use it to run every path on one machine).
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <utility>
+
+namespace cohort {
+
+/// The instruction sets the CPU kernels are compiled for.
+enum class Isa : std::uint8_t { generic, avx2, avx512 };
+
+constexpr std::string_view isa_name(Isa i) noexcept {
+  return i == Isa::avx512 ? "avx512" : i == Isa::avx2 ? "avx2" : "generic";
+}
+
+namespace cpu {
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define COHORT_X86 1
+#define COHORT_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi2,f16c")))
+#define COHORT_TARGET_AVX2 __attribute__((target("avx2,fma,bmi2,f16c")))
+#else
+#define COHORT_X86 0
+#define COHORT_TARGET_AVX512
+#define COHORT_TARGET_AVX2
+#endif
+#define COHORT_ALWAYS_INLINE inline __attribute__((always_inline))
+
+/// What this CPU supports (checked once).
+inline Isa detected_isa() noexcept {
+#if COHORT_X86
+  static const Isa isa = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
+      return Isa::avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
+    return Isa::generic;
+  }();
+  return isa;
+#else
+  return Isa::generic;
+#endif
+}
+
+/// The instruction set kernels use: the detected one, narrowed by COHORT_ISA if set.
+inline Isa active_isa() noexcept {
+  static const Isa isa = [] {
+    const Isa best = detected_isa();
+    const char* env = std::getenv("COHORT_ISA");
+    if (!env) return best;
+    const std::string_view want(env);
+    const Isa asked = want == "avx512" ? Isa::avx512 : want == "avx2" ? Isa::avx2 : Isa::generic;
+    return asked < best ? asked : best;
+  }();
+  return isa;
+}
+
+/// W floats in one register (W = 16: AVX-512, 8: AVX2, 4: SSE/NEON).
+template <int W>
+struct vec_of;
+template <>
+struct vec_of<4> {
+  typedef float type __attribute__((vector_size(16)));
+};
+template <>
+struct vec_of<8> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct vec_of<16> {
+  typedef float type __attribute__((vector_size(64)));
+};
+template <int W>
+using vec = typename vec_of<W>::type;
+
+/// W 32-bit integers (comparison masks, shuffle indices).
+template <int W>
+struct ivec_of;
+template <>
+struct ivec_of<4> {
+  typedef std::int32_t type __attribute__((vector_size(16)));
+};
+template <>
+struct ivec_of<8> {
+  typedef std::int32_t type __attribute__((vector_size(32)));
+};
+template <>
+struct ivec_of<16> {
+  typedef std::int32_t type __attribute__((vector_size(64)));
+};
+template <int W>
+using ivec = typename ivec_of<W>::type;
+
+template <int W>
+COHORT_ALWAYS_INLINE vec<W> load(const float* p) noexcept {
+  vec<W> v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+template <int W>
+COHORT_ALWAYS_INLINE void store(float* p, vec<W> v) noexcept {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+/// x in every lane. (Not `vec{} + x`: 0 + x is not an identity for x = -0, so the compiler
+/// would emit a real addition before every broadcast.)
+template <int W>
+COHORT_ALWAYS_INLINE vec<W> broadcast(float x) noexcept {
+  return [x]<std::size_t... I>(std::index_sequence<I...>) { return vec<W>{((void)I, x)...}; }
+  (std::make_index_sequence<W>{});
+}
+/// Sum of the lanes in a fixed order (pairwise halves), so results are reproducible.
+template <int W>
+COHORT_ALWAYS_INLINE float hsum(vec<W> v) noexcept {
+  float lanes[W];
+  __builtin_memcpy(lanes, &v, sizeof v);
+  for (int width = W / 2; width > 0; width /= 2)
+    for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+  return lanes[0];
+}
+
+} // namespace cpu
+} // namespace cohort
