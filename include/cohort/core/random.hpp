@@ -13,11 +13,7 @@
 #include <array>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define COHORT_HOST_DEVICE __host__ __device__
-#else
-#define COHORT_HOST_DEVICE
-#endif
+#include "cohort/core/macros.hpp"
 
 namespace cohort {
 

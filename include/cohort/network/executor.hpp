@@ -10,10 +10,10 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <vector>
 #include <cstddef>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "cohort/core/error.hpp"
 #include "cohort/layers/layer.hpp"

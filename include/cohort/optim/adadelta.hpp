@@ -11,7 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cohort/core/random.hpp" // COHORT_HOST_DEVICE
+#include "cohort/backend/cpu/elementwise_apply.hpp"
+#include "cohort/core/macros.hpp"
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/tensor/buffer.hpp"
 
@@ -30,11 +31,13 @@ template <class T>
 struct AdadeltaRule {
   T lr, rho, one_minus_rho, eps, weight_decay;
 
-  COHORT_HOST_DEVICE void operator()(T& p, T g, T& square_avg, T& acc_delta) const {
+  /// V is the element type or a vector of them.
+  template <class V>
+  COHORT_RULE void operator()(V& p, V g, V& square_avg, V& acc_delta) const {
     if (weight_decay != T(0)) g = g + weight_decay * p;
     square_avg = square_avg * rho + one_minus_rho * g * g;
-    const T std_ = std::sqrt(square_avg + eps);
-    const T delta = std::sqrt(acc_delta + eps) / std_ * g;
+    const V std_ = cpu::vsqrt(square_avg + eps);
+    const V delta = cpu::vsqrt(acc_delta + eps) / std_ * g;
     acc_delta = acc_delta * rho + one_minus_rho * delta * delta;
     p = p + (-lr) * delta;
   }
@@ -60,9 +63,7 @@ class Adadelta : public detail::OptimizerBase<Adadelta<T>> {
     detail::check_sizes("Adadelta", params.size(), grads.size(), square_avg_.size());
     ensure_state(params.size());
     const AdadeltaRule<T> rule{T(opt_.lr), T(opt_.rho), T(1 - opt_.rho), T(opt_.eps), T(opt_.weight_decay)};
-    T* sq = square_avg_.data();
-    T* acc = acc_delta_.data();
-    for (std::size_t i = 0; i < params.size(); ++i) rule(params[i], grads[i], sq[i], acc[i]);
+    cpu::apply_elementwise(rule, params.size(), params.data(), grads.data(), square_avg_.data(), acc_delta_.data());
     ++this->steps_;
   }
 

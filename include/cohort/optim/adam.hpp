@@ -11,7 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cohort/core/random.hpp" // COHORT_HOST_DEVICE
+#include "cohort/backend/cpu/elementwise_apply.hpp"
+#include "cohort/core/macros.hpp"
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/tensor/buffer.hpp"
 
@@ -34,22 +35,30 @@ struct AdamRule {
   T weight_decay, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size;
   bool amsgrad;
 
-  COHORT_HOST_DEVICE void operator()(T& p, T g, T& m, T& v, T& vmax) const {
+  /// Adam. V is the element type or a vector of them.
+  template <class V>
+  COHORT_RULE void operator()(V& p, V g, V& m, V& v) const {
+    moments(p, g, m, v);
+    // param.addcdiv_(exp_avg, denom, value=-step_size), denom = sqrt(v) / bc2_sqrt + eps
+    p = p + neg_step_size * m / (cpu::vsqrt(v) / bias_correction2_sqrt + eps);
+  }
+  /// AMSGrad: normalise by the largest second moment seen.
+  template <class V>
+  COHORT_RULE void operator()(V& p, V g, V& m, V& v, V& vmax) const {
+    moments(p, g, m, v);
+    vmax = vmax > v ? vmax : v;
+    p = p + neg_step_size * m / (cpu::vsqrt(vmax) / bias_correction2_sqrt + eps);
+  }
+
+ private:
+  template <class V>
+  COHORT_RULE void moments(V& p, V& g, V& m, V& v) const {
     if (weight_decay != T(0)) g = g + weight_decay * p;
     // exp_avg.lerp_(grad, 1 - beta1)
     const T w = one_minus_beta1;
     m = (w < T(0.5)) ? m + w * (g - m) : g - (g - m) * (T(1) - w);
     // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
     v = v * beta2 + one_minus_beta2 * g * g;
-    T denom;
-    if (amsgrad) {
-      vmax = vmax > v ? vmax : v;
-      denom = std::sqrt(vmax) / bias_correction2_sqrt + eps;
-    } else {
-      denom = std::sqrt(v) / bias_correction2_sqrt + eps;
-    }
-    // param.addcdiv_(exp_avg, denom, value=-step_size)
-    p = p + neg_step_size * m / denom;
   }
 };
 
@@ -79,11 +88,11 @@ class Adam : public detail::OptimizerBase<Adam<T>> {
     const double bc2 = 1 - std::pow(opt_.beta2, s);
     const AdamRule<T> rule{T(opt_.weight_decay), T(1 - opt_.beta1), T(opt_.beta2),       T(1 - opt_.beta2),
                            T(std::sqrt(bc2)),    T(opt_.eps),       T(-(opt_.lr / bc1)), opt_.amsgrad};
-    T* m = exp_avg_.data();
-    T* v = exp_avg_sq_.data();
-    T* vmax = opt_.amsgrad ? max_exp_avg_sq_.data() : nullptr;
-    T dummy{};
-    for (std::size_t i = 0; i < params.size(); ++i) rule(params[i], grads[i], m[i], v[i], vmax ? vmax[i] : dummy);
+    if (opt_.amsgrad)
+      cpu::apply_elementwise(rule, params.size(), params.data(), grads.data(), exp_avg_.data(), exp_avg_sq_.data(),
+                             max_exp_avg_sq_.data());
+    else
+      cpu::apply_elementwise(rule, params.size(), params.data(), grads.data(), exp_avg_.data(), exp_avg_sq_.data());
   }
 
   const AdamOptions& options() const noexcept { return opt_; }

@@ -12,7 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cohort/core/random.hpp" // COHORT_HOST_DEVICE
+#include "cohort/backend/cpu/elementwise_apply.hpp"
+#include "cohort/core/macros.hpp"
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/tensor/buffer.hpp"
 
@@ -27,18 +28,25 @@ struct SgdOptions {
   bool nesterov = false;
 };
 
-/// The update of one element (PyTorch's _single_tensor_sgd, same operation order).
+/// The update of one element (PyTorch's _single_tensor_sgd, same operation order). V is the
+/// element type or a vector of them: the same code runs on lanes.
 template <class T>
 struct SgdRule {
   T lr, momentum, one_minus_dampening, weight_decay;
   bool nesterov, first_step;
 
-  COHORT_HOST_DEVICE void operator()(T& p, T g, T& buf) const {
+  /// With a momentum buffer.
+  template <class V>
+  COHORT_RULE void operator()(V& p, V g, V& buf) const {
     if (weight_decay != T(0)) g = g + weight_decay * p;
-    if (momentum != T(0)) {
-      buf = first_step ? g : buf * momentum + one_minus_dampening * g;
-      g = nesterov ? g + momentum * buf : buf;
-    }
+    buf = first_step ? g : buf * momentum + one_minus_dampening * g;
+    g = nesterov ? g + momentum * buf : buf;
+    p = p + (-lr) * g;
+  }
+  /// Without momentum.
+  template <class V>
+  COHORT_RULE void operator()(V& p, V g) const {
+    if (weight_decay != T(0)) g = g + weight_decay * p;
     p = p + (-lr) * g;
   }
 };

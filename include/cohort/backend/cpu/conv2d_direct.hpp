@@ -28,6 +28,11 @@
 #include "cohort/backend/ops.hpp"
 #include "cohort/tensor/buffer.hpp"
 
+// Vector values cross (always-inlined) function boundaries here; GCC's note that their ABI
+// depends on -mavx* flags does not apply to code that is never called out of line.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace cohort::cpu::direct {
 
 constexpr std::size_t round_up(std::size_t n, std::size_t m) noexcept { return (n + m - 1) / m * m; }
@@ -353,3 +358,5 @@ template <class G>
 inline constexpr bool applicable = G::stride == 1 && G::padding + 1 <= G::kernel;
 
 } // namespace cohort::cpu::direct
+
+#pragma GCC diagnostic pop

@@ -4,42 +4,35 @@
 ///
 ///     cpu::gemm(false, true, M, N, K, 1.f, A, K, B, K, 0.f, C, N);   // C = A * B^T
 ///
-/// Packed panels and an MR x NR register tile written with vector extensions, so the compiler
-/// emits SSE, AVX2 or AVX-512 code for the flags the translation unit is built with. With
-/// beta == 0, C is written without being read (it may hold garbage).
+/// Packed panels and an MR x (2 vectors) register tile (8 x 32 on AVX-512, 6 x 16 on AVX2,
+/// 6 x 8 on the baseline), chosen at run time (simd.hpp). Each element of C is one fixed sequence
+/// of operations whatever the split between threads. With beta == 0, C is written without being
+/// read (it may hold garbage). Double (used by gradient checks) takes a plain reference loop.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
+#include "cohort/backend/cpu/simd.hpp"
 #include "cohort/backend/cpu/thread_pool.hpp"
 #include "cohort/tensor/buffer.hpp"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace cohort::cpu {
 
 namespace detail {
 
-// Vector extensions cannot be applied to a dependent type, hence one typedef per element type.
-template <class T>
-struct vector64;
-template <>
-struct vector64<float> {
-  typedef float type __attribute__((vector_size(64)));
-};
-template <>
-struct vector64<double> {
-  typedef double type __attribute__((vector_size(64)));
-};
-
-template <class T>
-struct gemm_tile {
-  static constexpr std::size_t mr = 6;
-  static constexpr std::size_t nr = 64 / sizeof(T); // one 64-byte vector per row of the tile
-  using vec = typename vector64<T>::type;
-  static constexpr std::size_t kc = 256, mc = 72, nc = 1024;
-};
-
 constexpr std::size_t round_up_to(std::size_t n, std::size_t m) noexcept { return (n + m - 1) / m * m; }
+
+/// Register tile MR x NR (NR = two vectors) and cache blocks for vector width W.
+template <int W>
+struct GemmShape {
+  static constexpr std::size_t mr = W == 16 ? 8 : 6, nr = 2 * std::size_t(W);
+  static constexpr std::size_t kc = 256, mc = 96, nc = 1024; // mc a multiple of 12 and 6
+};
 
 template <class T>
 inline HostBuffer<T>& pack_buffer(int which) {
@@ -49,59 +42,139 @@ inline HostBuffer<T>& pack_buffer(int which) {
 }
 
 /// Packs rows [0, mc) x cols [0, kc) of op(A) into MR-row panels, k-major, zero-padded.
-template <class T>
-void pack_a(bool trans, const T* a, std::size_t lda, std::size_t mc, std::size_t kc, T* dst) {
-  constexpr std::size_t mr = gemm_tile<T>::mr;
-  for (std::size_t i0 = 0; i0 < mc; i0 += mr) {
-    const std::size_t rows = std::min(mr, mc - i0);
-    for (std::size_t k = 0; k < kc; ++k) {
-      for (std::size_t r = 0; r < rows; ++r) dst[k * mr + r] = trans ? a[k * lda + (i0 + r)] : a[(i0 + r) * lda + k];
-      for (std::size_t r = rows; r < mr; ++r) dst[k * mr + r] = T(0);
+template <std::size_t MR, class T>
+COHORT_ALWAYS_INLINE void pack_a(bool trans, const T* __restrict a, std::size_t lda, std::size_t mc, std::size_t kc,
+                                 T* __restrict dst) {
+  for (std::size_t i0 = 0; i0 < mc; i0 += MR) {
+    const std::size_t rows = std::min(MR, mc - i0);
+    if (trans) {
+      for (std::size_t k = 0; k < kc; ++k) {
+        const T* src = a + k * lda + i0;
+        for (std::size_t r = 0; r < rows; ++r) dst[k * MR + r] = src[r];
+        for (std::size_t r = rows; r < MR; ++r) dst[k * MR + r] = T(0);
+      }
+    } else {
+      for (std::size_t r = 0; r < MR; ++r) {
+        const T* src = a + (i0 + r) * lda;
+        if (r < rows)
+          for (std::size_t k = 0; k < kc; ++k) dst[k * MR + r] = src[k];
+        else
+          for (std::size_t k = 0; k < kc; ++k) dst[k * MR + r] = T(0);
+      }
     }
-    dst += mr * kc;
+    dst += MR * kc;
   }
 }
 
 /// Packs rows [0, kc) x cols [0, nc) of op(B) into NR-column panels, k-major, zero-padded.
-template <class T>
-void pack_b(bool trans, const T* b, std::size_t ldb, std::size_t kc, std::size_t nc, T* dst) {
-  constexpr std::size_t nr = gemm_tile<T>::nr;
-  for (std::size_t j0 = 0; j0 < nc; j0 += nr) {
-    const std::size_t cols = std::min(nr, nc - j0);
-    for (std::size_t k = 0; k < kc; ++k) {
-      T* d = dst + k * nr;
-      if (!trans) {
-        std::memcpy(d, b + k * ldb + j0, cols * sizeof(T));
-      } else {
-        for (std::size_t c = 0; c < cols; ++c) d[c] = b[(j0 + c) * ldb + k];
+template <std::size_t NR, class T>
+COHORT_ALWAYS_INLINE void pack_b(bool trans, const T* __restrict b, std::size_t ldb, std::size_t kc, std::size_t nc,
+                                 T* __restrict dst) {
+  for (std::size_t j0 = 0; j0 < nc; j0 += NR) {
+    const std::size_t cols = std::min(NR, nc - j0);
+    if (!trans) {
+      for (std::size_t k = 0; k < kc; ++k) {
+        T* d = dst + k * NR;
+        const T* src = b + k * ldb + j0;
+        for (std::size_t c = 0; c < cols; ++c) d[c] = src[c];
+        for (std::size_t c = cols; c < NR; ++c) d[c] = T(0);
       }
-      for (std::size_t c = cols; c < nr; ++c) d[c] = T(0);
+    } else {
+      for (std::size_t c = 0; c < NR; ++c) {
+        const T* src = b + (j0 + c) * ldb;
+        if (c < cols)
+          for (std::size_t k = 0; k < kc; ++k) dst[k * NR + c] = src[k];
+        else
+          for (std::size_t k = 0; k < kc; ++k) dst[k * NR + c] = T(0);
+      }
     }
-    dst += nr * kc;
+    dst += NR * kc;
   }
 }
 
-/// C[0:rows, 0:cols] = alpha * (packed A panel x packed B panel) + beta * C.
-template <class T>
-void micro_kernel(std::size_t kc, const T* ap, const T* bp, T* c, std::size_t ldc, std::size_t rows, std::size_t cols,
-                  T alpha, T beta) {
-  using tile = gemm_tile<T>;
-  using vec = typename tile::vec;
-  constexpr std::size_t mr = tile::mr, nr = tile::nr;
-  vec acc[mr] = {};
+/// C[0:rows, 0:cols] = alpha * (A panel x B panel) + beta * C: MR x 2 vectors of accumulators.
+template <int W>
+COHORT_ALWAYS_INLINE void micro_kernel(std::size_t kc, const float* __restrict ap, const float* __restrict bp,
+                                       float* __restrict c, std::size_t ldc, std::size_t rows, std::size_t cols,
+                                       float alpha, float beta) {
+  constexpr std::size_t MR = GemmShape<W>::mr, NR = GemmShape<W>::nr;
+  vec<W> acc0[MR], acc1[MR];
+  for (std::size_t r = 0; r < MR; ++r) acc0[r] = acc1[r] = vec<W>{};
   for (std::size_t k = 0; k < kc; ++k) {
-    vec b;
-    std::memcpy(&b, bp + k * nr, sizeof(vec));
-    for (std::size_t r = 0; r < mr; ++r) acc[r] += ap[k * mr + r] * b;
+    const vec<W> b0 = load<W>(bp + k * NR), b1 = load<W>(bp + k * NR + W);
+#pragma GCC unroll 12
+    for (std::size_t r = 0; r < MR; ++r) {
+      const vec<W> a = broadcast<W>(ap[k * MR + r]);
+      acc0[r] += a * b0;
+      acc1[r] += a * b1;
+    }
   }
   for (std::size_t r = 0; r < rows; ++r) {
-    T out[nr];
-    std::memcpy(out, &acc[r], sizeof(vec));
-    T* crow = c + r * ldc;
-    if (beta == T(0)) {
+    float out[NR];
+    store<W>(out, acc0[r]);
+    store<W>(out + W, acc1[r]);
+    float* crow = c + r * ldc;
+    if (beta == 0.f)
       for (std::size_t j = 0; j < cols; ++j) crow[j] = alpha * out[j];
-    } else {
+    else
       for (std::size_t j = 0; j < cols; ++j) crow[j] = alpha * out[j] + beta * crow[j];
+  }
+}
+
+/// The blocked product for vector width W (packing, cache blocks, register tiles).
+template <int W>
+COHORT_ALWAYS_INLINE void gemm_blocked(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
+                                       float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb,
+                                       float beta, float* c, std::size_t ldc) {
+  using S = GemmShape<W>;
+  HostBuffer<float>& apack = pack_buffer<float>(0);
+  HostBuffer<float>& bpack = pack_buffer<float>(1);
+  if (apack.size() < S::mc * S::kc) apack.resize(S::mc * S::kc);
+  const std::size_t bneed = round_up_to(std::min(n, S::nc), S::nr) * S::kc;
+  if (bpack.size() < bneed) bpack.resize(bneed);
+  for (std::size_t j0 = 0; j0 < n; j0 += S::nc) {
+    const std::size_t nc = std::min(S::nc, n - j0);
+    for (std::size_t k0 = 0; k0 < k; k0 += S::kc) {
+      const std::size_t kc = std::min(S::kc, k - k0);
+      const float beta_here = k0 == 0 ? beta : 1.f;
+      pack_b<S::nr>(trans_b, trans_b ? b + j0 * ldb + k0 : b + k0 * ldb + j0, ldb, kc, nc, bpack.data());
+      for (std::size_t i0 = 0; i0 < m; i0 += S::mc) {
+        const std::size_t mc = std::min(S::mc, m - i0);
+        pack_a<S::mr>(trans_a, trans_a ? a + k0 * lda + i0 : a + i0 * lda + k0, lda, mc, kc, apack.data());
+        for (std::size_t jr = 0; jr < nc; jr += S::nr)
+          for (std::size_t ir = 0; ir < mc; ir += S::mr)
+            micro_kernel<W>(kc, apack.data() + ir * kc, bpack.data() + jr * kc, c + (i0 + ir) * ldc + (j0 + jr), ldc,
+                            std::min(S::mr, mc - ir), std::min(S::nr, nc - jr), alpha, beta_here);
+      }
+    }
+  }
+}
+
+COHORT_TARGET_AVX512 inline void gemm_avx512(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                                             const float* a, std::size_t lda, const float* b, std::size_t ldb,
+                                             float beta, float* c, std::size_t ldc) {
+  gemm_blocked<16>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+COHORT_TARGET_AVX2 inline void gemm_avx2(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                                         const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
+                                         float* c, std::size_t ldc) {
+  gemm_blocked<8>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/// The straightforward product for element types without a tuned kernel (double: gradient
+/// checks), in a fixed order.
+template <class T>
+void gemm_reference(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                    std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+  for (std::size_t i = 0; i < m; ++i) {
+    T* crow = c + i * ldc;
+    for (std::size_t j = 0; j < n; ++j) crow[j] = beta == T(0) ? T(0) : beta * crow[j];
+    for (std::size_t p = 0; p < k; ++p) {
+      const T av = alpha * (trans_a ? a[p * lda + i] : a[i * lda + p]);
+      if (trans_b)
+        for (std::size_t j = 0; j < n; ++j) crow[j] += av * b[j * ldb + p];
+      else
+        for (std::size_t j = 0; j < n; ++j) crow[j] += av * b[p * ldb + j];
     }
   }
 }
@@ -112,37 +185,25 @@ void micro_kernel(std::size_t kc, const T* ap, const T* bp, T* c, std::size_t ld
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
           const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
-  using tile = detail::gemm_tile<T>;
   if (m == 0 || n == 0) return;
-  if (k == 0) {
-    for (std::size_t i = 0; i < m; ++i)
-      for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
-    return;
-  }
-  HostBuffer<T>& apack = detail::pack_buffer<T>(0);
-  HostBuffer<T>& bpack = detail::pack_buffer<T>(1);
-  apack.resize(detail::round_up_to(tile::mc, tile::mr) * tile::kc);
-  bpack.resize(detail::round_up_to(std::min(n, tile::nc), tile::nr) * tile::kc);
-
-  for (std::size_t j0 = 0; j0 < n; j0 += tile::nc) {
-    const std::size_t nc = std::min(tile::nc, n - j0);
-    for (std::size_t k0 = 0; k0 < k; k0 += tile::kc) {
-      const std::size_t kc = std::min(tile::kc, k - k0);
-      const T beta_here = k0 == 0 ? beta : T(1);
-      const T* bsrc = trans_b ? b + j0 * ldb + k0 : b + k0 * ldb + j0;
-      detail::pack_b(trans_b, bsrc, ldb, kc, nc, bpack.data());
-      for (std::size_t i0 = 0; i0 < m; i0 += tile::mc) {
-        const std::size_t mc = std::min(tile::mc, m - i0);
-        const T* asrc = trans_a ? a + k0 * lda + i0 : a + i0 * lda + k0;
-        detail::pack_a(trans_a, asrc, lda, mc, kc, apack.data());
-        for (std::size_t jr = 0; jr < nc; jr += tile::nr) {
-          for (std::size_t ir = 0; ir < mc; ir += tile::mr) {
-            detail::micro_kernel(kc, apack.data() + ir * kc, bpack.data() + jr * kc, c + (i0 + ir) * ldc + (j0 + jr),
-                                 ldc, std::min(tile::mr, mc - ir), std::min(tile::nr, nc - jr), alpha, beta_here);
-          }
-        }
-      }
+  if constexpr (std::is_same_v<T, float>) {
+    if (k == 0) {
+      detail::gemm_reference(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
     }
+    switch (active_isa()) {
+    case Isa::avx512:
+      detail::gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      break;
+    case Isa::avx2:
+      detail::gemm_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      break;
+    default:
+      detail::gemm_blocked<4>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      break;
+    }
+  } else {
+    detail::gemm_reference(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }
 
@@ -152,7 +213,7 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 template <class T>
 void gemm(ThreadPool& pool, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
           const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
-  using tile = detail::gemm_tile<T>;
+  using tile = detail::GemmShape<16>; // split on multiples of every kernel's tile
   const std::size_t threads = pool.size();
   // Enough work per task to amortise packing B (or A) again in every task.
   const bool split_rows = m >= 4 * tile::mr * threads || m >= n;
@@ -173,3 +234,5 @@ void gemm(ThreadPool& pool, bool trans_a, bool trans_b, std::size_t m, std::size
 }
 
 } // namespace cohort::cpu
+
+#pragma GCC diagnostic pop

@@ -13,6 +13,11 @@
 #include "cohort/backend/cpu/simd.hpp"
 #include "cohort/backend/ops.hpp"
 
+// Vector values cross (always-inlined) function boundaries here; GCC's note that their ABI
+// depends on -mavx* flags does not apply to code that is never called out of line.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace cohort {
 
 namespace cpu::detail {
@@ -152,3 +157,5 @@ struct ops::PoolKernels<Cpu> {
 };
 
 } // namespace cohort
+
+#pragma GCC diagnostic pop

@@ -17,6 +17,11 @@
 #include <string_view>
 #include <utility>
 
+// Vector values cross (always-inlined) function boundaries here; GCC's note that their ABI
+// depends on -mavx* flags does not apply to code that is never called out of line.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace cohort {
 
 /// The instruction sets the CPU kernels are compiled for.
@@ -134,3 +139,5 @@ COHORT_ALWAYS_INLINE float hsum(vec<W> v) noexcept {
 
 } // namespace cpu
 } // namespace cohort
+
+#pragma GCC diagnostic pop

@@ -1,0 +1,86 @@
+#pragma once
+/// \file
+/// Runs an element rule (an optimiser update) over flat arrays, a vector of lanes at a time,
+/// with the pool's threads splitting the range.
+///
+///     cpu::apply_elementwise(rule, n, params, grads, exp_avg, exp_avg_sq);
+///
+/// A rule is written once as `template <class V> void operator()(V& p, V g, V&... state)`: with
+/// V = float for the tail and V = vec<W> for the body, so both compute the same operations in the
+/// same order (sqrt and division are correctly rounded in both). Each element is updated by one
+/// thread, so the result does not depend on the thread count.
+
+#include <cmath>
+#include <cstddef>
+
+#include "cohort/backend/cpu/simd.hpp"
+#include "cohort/backend/cpu/thread_pool.hpp"
+
+// Vector values cross (always-inlined) function boundaries here; GCC's note that their ABI
+// depends on -mavx* flags does not apply to code that is never called out of line.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace cohort::cpu {
+
+/// Square root of a scalar or of every lane (correctly rounded, as std::sqrt).
+///
+/// Built from the SSE square root, which belongs to the x86-64 baseline: a wider intrinsic carries
+/// a target attribute, and GCC refuses to inline it into a generic rule (rules are templates
+/// compiled for the default target before they are inlined into the AVX-512/AVX2 loops). In those
+/// loops this is 2 or 4 VEX-encoded square roots per vector.
+COHORT_ALWAYS_INLINE float vsqrt(float x) noexcept { return std::sqrt(x); }
+template <int W>
+COHORT_ALWAYS_INLINE vec<W> vsqrt_lanes(vec<W> x) noexcept {
+#if COHORT_X86
+  for (int i = 0; i < W; i += 4) {
+    vec<4> part;
+    __builtin_memcpy(&part, reinterpret_cast<const float*>(&x) + i, sizeof part);
+    part = __builtin_ia32_sqrtps(part);
+    __builtin_memcpy(reinterpret_cast<float*>(&x) + i, &part, sizeof part);
+  }
+#else
+  for (int i = 0; i < W; ++i) x[i] = std::sqrt(x[i]);
+#endif
+  return x;
+}
+COHORT_ALWAYS_INLINE vec<4> vsqrt(vec<4> x) noexcept { return vsqrt_lanes<4>(x); }
+COHORT_ALWAYS_INLINE vec<8> vsqrt(vec<8> x) noexcept { return vsqrt_lanes<8>(x); }
+COHORT_ALWAYS_INLINE vec<16> vsqrt(vec<16> x) noexcept { return vsqrt_lanes<16>(x); }
+
+namespace detail {
+template <int W, class Rule, class... State>
+COHORT_ALWAYS_INLINE void apply_range(const Rule& rule, std::size_t lo, std::size_t hi, float* __restrict p,
+                                      const float* __restrict g, State* __restrict... s) {
+  std::size_t i = lo;
+  for (; i + W <= hi; i += W) {
+    vec<W> pv = load<W>(p + i);
+    const vec<W> gv = load<W>(g + i);
+    [&](auto... sv) {
+      rule(pv, gv, sv...);
+      std::size_t k = 0;
+      ((store<W>(s + i, sv), ++k), ...);
+    }(load<W>(s + i)...);
+    store<W>(p + i, pv);
+  }
+  for (; i < hi; ++i) rule(p[i], g[i], s[i]...);
+}
+} // namespace detail
+
+/// rule(p[i], g[i], state[i]...) for i in [0, n).
+template <class Rule, class... State>
+void apply_elementwise(const Rule& rule, std::size_t n, float* p, const float* g, State*... state) {
+  const Isa isa = active_isa();
+  ThreadPool::global().parallel_for(n, 32 * 1024, [&](std::size_t lo, std::size_t hi) {
+    if (isa == Isa::avx512)
+      [&]() COHORT_TARGET_AVX512 { detail::apply_range<16>(rule, lo, hi, p, g, state...); }();
+    else if (isa == Isa::avx2)
+      [&]() COHORT_TARGET_AVX2 { detail::apply_range<8>(rule, lo, hi, p, g, state...); }();
+    else
+      detail::apply_range<4>(rule, lo, hi, p, g, state...);
+  });
+}
+
+} // namespace cohort::cpu
+
+#pragma GCC diagnostic pop
