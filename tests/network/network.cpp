@@ -132,3 +132,25 @@ TEST_CASE("Network: the same seed gives the same weights, another seed different
   CHECK(std::equal(a.parameters().values.begin(), a.parameters().values.end(), b.parameters().values.begin()));
   CHECK_FALSE(std::equal(a.parameters().values.begin(), a.parameters().values.end(), c.parameters().values.begin()));
 }
+
+TEST_CASE("Network: fusing ReLU into the convolution changes nothing, bitwise (models A and C)") {
+  auto run = [](auto& net, bool fusion, const std::vector<float>& x, const std::vector<std::int32_t>& labels) {
+    net.executor().set_fusion(fusion);
+    CrossEntropyLoss loss;
+    auto y = net.forward(ConstBatchView<Shape<1, 28, 28>, float>(x.data(), labels.size()));
+    std::vector<float> out(y.data(), y.data() + y.size());
+    loss.forward(y, labels);
+    auto dx = net.backward(loss.backward(), {.input_grad = true});
+    out.insert(out.end(), dx.data(), dx.data() + dx.size());
+    out.insert(out.end(), net.gradients().values.begin(), net.gradients().values.end());
+    return out;
+  };
+  const auto x = random_images<models::ModelA>(6, 5);
+  const std::vector<std::int32_t> labels{0, 1, 2, 3, 4, 5};
+  Network<models::ModelA> a1(1), a2(1);
+  a1.eval(); // no dropout: the two runs must see the same data
+  a2.eval();
+  CHECK(run(a1, true, x, labels) == run(a2, false, x, labels));
+  Network<models::ModelC> c1(2), c2(2);
+  CHECK(run(c1, true, x, labels) == run(c2, false, x, labels));
+}

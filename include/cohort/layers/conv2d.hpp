@@ -57,17 +57,20 @@ struct Conv2d {
 
     template <class Backend, class T>
     using state = typename ops::Conv2dKernels<Backend>::template workspace<geometry, T>;
+    /// Whether the backend can apply a following ReLU inside this layer's kernels.
+    template <class Backend, class T>
+    static constexpr bool fuses_relu = ops::Conv2dKernels<Backend>::template fuses_relu<geometry, T>;
 
     template <class Backend, class T>
     static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       ops::Conv2dKernels<Backend>::template forward<geometry>(a.ctx, a.x, a.params + offsets[0], a.params + offsets[1],
-                                                              a.y, a.batch, ws);
+                                                              a.y, a.batch, ws, a.fused_relu);
     }
     template <class Backend, class T>
     static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       ops::Conv2dKernels<Backend>::template backward<geometry>(a.ctx, a.x, a.params + offsets[0], a.dy, a.dx,
                                                                a.grads + offsets[0], a.grads + offsets[1], a.batch,
-                                                               a.accumulate, ws);
+                                                               a.accumulate, ws, a.fused_relu ? a.y : nullptr);
     }
   };
 };

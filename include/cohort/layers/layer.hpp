@@ -99,6 +99,8 @@ struct ForwardArgs {
   std::int64_t* counters;    // num_batches_tracked
   const T* x;                // (batch, In...)
   T* y;                      // (batch, Out...)
+  /// The executor fused the following ReLU into this layer: write max(y, 0).
+  bool fused_relu = false;
 };
 
 /// What a bound layer's backward receives.
@@ -116,6 +118,9 @@ struct BackwardArgs {
   const T* dy;     // d loss / d y
   T* dx;           // d loss / d x; null when nobody needs it (first layer)
   bool accumulate; // add to grads instead of overwriting them
+  /// The following ReLU was fused: y is its output and dy its gradient, so this layer's own
+  /// output gradient is dy where y > 0, else 0.
+  bool fused_relu = false;
 };
 
 /// Base for bound layers without tensors or per-batch state.

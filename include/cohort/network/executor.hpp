@@ -12,11 +12,13 @@
 #include <chrono>
 #include <cstddef>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "cohort/core/error.hpp"
 #include "cohort/layers/layer.hpp"
+#include "cohort/layers/relu.hpp"
 #include "cohort/network/parameters.hpp"
 #include "cohort/network/sequential.hpp"
 #include "cohort/tensor/batch.hpp"
@@ -88,7 +90,9 @@ class Executor {
     capacity_ = batch;
     each_layer([&]<std::size_t I>() {
       using B = layer<I>;
-      if constexpr (!detail::is_view_layer<B>()) outputs_[I].resize(batch * B::output_shape::size);
+      // A layer whose ReLU is fused writes straight into the ReLU's buffer.
+      if constexpr (!detail::is_view_layer<B>())
+        if (!fused(fuses_next_relu<I>())) outputs_[I].resize(batch * B::output_shape::size);
       std::get<I>(states_).reserve(batch);
     });
     for (auto& g : grads_) g.resize(batch * detail::max_activation<layers>::value);
@@ -107,7 +111,15 @@ class Executor {
       using B = layer<I>;
       if constexpr (detail::is_view_layer<B>()) {
         act_[I + 1] = act_[I];
+      } else if (fused(fused_into_previous<I>())) {
+        act_[I + 1] = act_[I]; // the previous layer already applied this ReLU
       } else {
+        const bool relu = fused(fuses_next_relu<I>());
+        T* out = relu ? outputs_[I + 1].data() : outputs_[I].data();
+        if (!relu && outputs_[I].size() < batch_ * B::output_shape::size) { // fusion was switched off
+          outputs_[I].resize(capacity_ * B::output_shape::size);
+          out = outputs_[I].data();
+        }
         const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         const ForwardArgs<Backend, T> args{ctx,
                                            step_,
@@ -117,9 +129,10 @@ class Executor {
                                            p.buffers.data() + Net::layout.buffer_base[I],
                                            p.counters.data() + Net::layout.counter_base[I],
                                            act_[I],
-                                           outputs_[I].data()};
+                                           out,
+                                           relu};
         B::template forward<Backend, T>(args, std::get<I>(states_));
-        act_[I + 1] = outputs_[I].data();
+        act_[I + 1] = out;
         if (profile_) {
           profile_->forward[I] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           ++profile_->calls[I];
@@ -147,7 +160,9 @@ class Executor {
       if constexpr (detail::is_view_layer<B>()) {
         return; // d_out already is d_in
       } else {
+        if (fused(fused_into_previous<I>())) return; // handled by the layer before, which sees d_out
         if (!need_dx && B::parameters.size() == 0) return;
+        const bool relu = fused(fuses_next_relu<I>());
         const int target = holder == 0 ? 1 : 0;
         T* dx = need_dx ? grads_[target].data() : nullptr;
         const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -162,7 +177,8 @@ class Executor {
                                             act_[I + 1],
                                             d_out,
                                             dx,
-                                            opts.accumulate};
+                                            opts.accumulate,
+                                            relu};
         B::template backward<Backend, T>(args, std::get<I>(states_));
         if (profile_)
           profile_->backward[I] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -184,12 +200,36 @@ class Executor {
     }
   }
 
+  /// Fusion of a ReLU into the layer before it (on by default where the backend supports it).
+  /// Results are bitwise the same either way; off costs a memory pass per fused pair.
+  void set_fusion(bool on) noexcept { fusion_ = on; }
+  bool fusion() const noexcept { return fusion_; }
+
   /// Batch size of the last forward pass.
   std::size_t batch() const noexcept { return batch_; }
   /// Output of layer `i` (input of layer i+1) from the last forward pass.
   const T* activation(std::size_t i) const noexcept { return act_[i + 1]; }
 
  private:
+  /// Layer I can apply layer I+1, a ReLU, inside its own kernels.
+  template <std::size_t I>
+  static constexpr bool fuses_next_relu() {
+    if constexpr (I + 1 < L) {
+      using B = layer<I>;
+      if constexpr (requires { B::template fuses_relu<Backend, T>; })
+        return B::template fuses_relu<Backend, T> && std::is_same_v<typename layer<I + 1>::layer, ReLU>;
+    }
+    return false;
+  }
+  template <std::size_t I>
+  static constexpr bool fused_into_previous() {
+    if constexpr (I > 0)
+      return fuses_next_relu<I - 1>();
+    else
+      return false;
+  }
+  bool fused(bool possible) const noexcept { return possible && fusion_; }
+
   template <class F>
   static void each_layer(F&& f) {
     [&]<std::size_t... I>(std::index_sequence<I...>) { (f.template operator()<I>(), ...); }
@@ -208,6 +248,7 @@ class Executor {
   std::size_t batch_ = 0, capacity_ = 0;
   StepInfo step_{};
   LayerProfile* profile_ = nullptr;
+  bool fusion_ = true;
 };
 
 } // namespace cohort

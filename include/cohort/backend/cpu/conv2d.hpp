@@ -104,33 +104,39 @@ struct ops::Conv2dKernels<Cpu> {
     }
   };
 
+  /// The direct path runs stride-1 float convolutions; the im2col path everything else.
   template <class G, class T>
-  static void forward(CpuContext& ctx, const T* x, const T* w, const T* b, T* y, std::size_t batch,
-                      workspace<G, T>& ws) {
+  static constexpr bool use_direct = std::is_same_v<T, float>&& cpu::direct::applicable<G>;
+  /// A following ReLU can be applied inside the kernels (the executor then skips it).
+  template <class G, class T>
+  static constexpr bool fuses_relu = use_direct<G, T>;
+
+  /// `relu`: write max(output, 0) (only when fuses_relu).
+  template <class G, class T>
+  static void forward(CpuContext& ctx, const T* x, const T* w, const T* b, T* y, std::size_t batch, workspace<G, T>& ws,
+                      bool relu = false) {
     if constexpr (use_direct<G, T>)
-      direct_forward<G>(ctx, x, w, b, y, batch, ws);
+      direct_forward<G>(ctx, x, w, b, y, batch, ws, relu);
     else
       im2col_forward<G>(ctx, x, w, b, y, batch);
   }
 
+  /// `relu_y`: the output of a fused ReLU (dy is then that ReLU's output gradient).
   template <class G, class T>
   static void backward(CpuContext& ctx, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::size_t batch,
-                       bool accumulate, workspace<G, T>& ws) {
+                       bool accumulate, workspace<G, T>& ws, const T* relu_y = nullptr) {
     if constexpr (use_direct<G, T>)
-      direct_backward<G>(ctx, w, dy, dx, dw, db, batch, accumulate, ws);
+      direct_backward<G>(ctx, w, dy, dx, dw, db, batch, accumulate, ws, relu_y);
     else
       im2col_backward<G>(ctx, x, w, dy, dx, dw, db, batch, accumulate);
   }
 
  private:
-  template <class G, class T>
-  static constexpr bool use_direct = std::is_same_v<T, float>&& cpu::direct::applicable<G>;
-
   // ---- direct path: stride 1, float ------------------------------------------------------------
 
   template <class G>
   static void direct_forward(CpuContext& ctx, const float* x, const float* w, const float* b, float* y,
-                             std::size_t batch, workspace<G, float>& ws) {
+                             std::size_t batch, workspace<G, float>& ws, bool relu) {
     using V = cpu::direct::Wide<G>;
     const Isa isa = cpu::active_isa();
     const std::size_t mr = cpu::direct::forward_rows_for(isa), rows = (V::cout + mr - 1) / mr * mr;
@@ -140,20 +146,20 @@ struct ops::Conv2dKernels<Cpu> {
       cpu::direct::pack_weights<G, 8>(w, ws.packed.data(), false);
     else
       cpu::direct::pack_weights<G, 6>(w, ws.packed.data(), false);
-    ctx.threads().parallel_for(batch, 1, [&, isa, rows](std::size_t lo, std::size_t hi) {
+    ctx.threads().parallel_for(batch, 1, [&, isa, rows, relu](std::size_t lo, std::size_t hi) {
       float* wide = cpu::detail::conv_scratch<float>(rows * V::positions).data();
       for (std::size_t n = lo; n < hi; ++n) {
         float* xt = ws.padded.data() + n * V::cin * V::plane;
         cpu::direct::pad_sample<G>(x + n * G::in_size, xt);
         cpu::direct::forward_sample_dispatch<G>(isa, xt, ws.packed.data(), b, wide);
-        cpu::direct::unwiden<G>(wide, y + n * G::out_size, V::cout);
+        cpu::direct::unwiden<G>(wide, y + n * G::out_size, V::cout, relu);
       }
     });
   }
 
   template <class G>
   static void direct_backward(CpuContext& ctx, const float* w, const float* dy, float* dx, float* dw, float* db,
-                              std::size_t batch, bool accumulate, workspace<G, float>& ws) {
+                              std::size_t batch, bool accumulate, workspace<G, float>& ws, const float* relu_y) {
     using V = cpu::direct::Wide<G>;
     const Isa isa = cpu::active_isa();
     ThreadPool& pool = ctx.threads();
@@ -164,7 +170,7 @@ struct ops::Conv2dKernels<Cpu> {
     pool.parallel_for(batch, 1, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t n = lo; n < hi; ++n)
         cpu::direct::transpose_dy<G>(dy + n * G::out_size, ws.dy_wide.data() + n * valid * shape.padded_cout,
-                                     shape.padded_cout);
+                                     shape.padded_cout, relu_y ? relu_y + n * G::out_size : nullptr);
     });
     // Bias: one vector lane per channel, samples and positions in order.
     cpu::direct::bias_grad(isa, ws.dy_wide.data(), batch * valid, shape.padded_cout, V::cout, db, accumulate);
@@ -199,7 +205,7 @@ struct ops::Conv2dKernels<Cpu> {
       float* wide = cpu::detail::conv_scratch<float>(rows * Vt::positions + Vt::cin * Vt::plane).data();
       float* padded_dy = wide + rows * Vt::positions;
       for (std::size_t n = lo; n < hi; ++n) {
-        cpu::direct::pad_sample<Gt>(dy + n * G::out_size, padded_dy);
+        cpu::direct::pad_sample<Gt>(dy + n * G::out_size, padded_dy, relu_y ? relu_y + n * G::out_size : nullptr);
         cpu::direct::forward_sample_dispatch<Gt>(isa, padded_dy, ws.packed_t.data(), nullptr, wide);
         cpu::direct::unwiden<Gt>(wide, dx + n * G::in_size, Vt::cout);
       }

@@ -51,16 +51,23 @@ struct Wide {
   static constexpr std::size_t taps = k * k;
 };
 
-/// Copies one (C, H, W) sample into zero-padded wide planes (C x Wide::plane).
+/// Copies one (C, H, W) sample into zero-padded wide planes (C x Wide::plane). With `relu_of`
+/// (a tensor of the sample's shape), copies x where relu_of > 0 and 0 elsewhere: the gradient
+/// through a fused ReLU.
 template <class G>
-void pad_sample(const float* __restrict x, float* __restrict xt) {
+void pad_sample(const float* __restrict x, float* __restrict xt, const float* __restrict relu_of = nullptr) {
   using V = Wide<G>;
   for (std::size_t c = 0; c < V::cin; ++c) {
     float* __restrict plane = xt + c * V::plane;
     std::memset(plane, 0, V::plane * sizeof(float));
-    for (std::size_t h = 0; h < G::in_h; ++h)
-      std::memcpy(plane + (h + G::padding) * V::wp + G::padding, x + (c * G::in_h + h) * G::in_w,
-                  G::in_w * sizeof(float));
+    for (std::size_t h = 0; h < G::in_h; ++h) {
+      const std::size_t row = (c * G::in_h + h) * G::in_w;
+      float* __restrict out = plane + (h + G::padding) * V::wp + G::padding;
+      if (relu_of)
+        for (std::size_t w = 0; w < G::in_w; ++w) out[w] = relu_of[row + w] > 0.f ? x[row + w] : 0.f;
+      else
+        std::memcpy(out, x + row, G::in_w * sizeof(float));
+    }
   }
 }
 
@@ -281,12 +288,15 @@ inline void bias_grad(Isa isa, const float* dyt, std::size_t rows, std::size_t p
 }
 
 /// Transposes an 8x8 block: rows of `in` (stride `ld_in`) become rows of `out` (stride `ld_out`).
+/// With `mask` (same layout as `in`), elements whose mask is not > 0 become 0 on the way.
 COHORT_ALWAYS_INLINE void transpose8x8(const float* __restrict in, std::size_t ld_in, float* __restrict out,
-                                       std::size_t ld_out) {
+                                       std::size_t ld_out, const float* __restrict mask = nullptr) {
   using v8 = vec<8>;
   using i8 = ivec<8>;
   v8 r[8];
   for (int i = 0; i < 8; ++i) r[i] = load<8>(in + std::size_t(i) * ld_in);
+  if (mask)
+    for (int i = 0; i < 8; ++i) r[i] = load<8>(mask + std::size_t(i) * ld_in) > 0.f ? r[i] : v8{};
   v8 t[8], u[8];
   for (int i = 0; i < 4; ++i) {
     t[2 * i] = __builtin_shuffle(r[2 * i], r[2 * i + 1], i8{0, 8, 1, 9, 4, 12, 5, 13});
@@ -306,45 +316,58 @@ COHORT_ALWAYS_INLINE void transpose8x8(const float* __restrict in, std::size_t l
 }
 
 /// dYt[q][o] = dY[o][q] for one sample: valid positions x output channels (padded with zeros).
+/// With `relu_of`, dY is first masked by relu_of > 0 (a fused ReLU's gradient).
 template <class G, bool Vector>
-COHORT_ALWAYS_INLINE void transpose_dy_impl(const float* __restrict dy, float* __restrict dyt, std::size_t padded) {
+COHORT_ALWAYS_INLINE void transpose_dy_impl(const float* __restrict dy, float* __restrict dyt, std::size_t padded,
+                                            const float* __restrict relu_of) {
+
   constexpr std::size_t positions = G::out_h * G::out_w, cout = G::out_channels;
   std::size_t o0 = 0;
   if constexpr (Vector) {
     for (; o0 + 8 <= cout; o0 += 8) {
       std::size_t q = 0;
       for (; q + 8 <= positions; q += 8)
-        transpose8x8(dy + o0 * positions + q, positions, dyt + q * padded + o0, padded);
+        transpose8x8(dy + o0 * positions + q, positions, dyt + q * padded + o0, padded,
+                     relu_of ? relu_of + o0 * positions + q : nullptr);
       for (; q < positions; ++q)
-        for (std::size_t o = o0; o < o0 + 8; ++o) dyt[q * padded + o] = dy[o * positions + q];
+        for (std::size_t o = o0; o < o0 + 8; ++o)
+          dyt[q * padded + o] = !relu_of || relu_of[o * positions + q] > 0.f ? dy[o * positions + q] : 0.f;
     }
   }
   // Channels not covered by 8x8 blocks, and the zero padding up to `padded`.
   for (std::size_t q = 0; q < positions; ++q)
-    for (std::size_t o = o0; o < padded; ++o) dyt[q * padded + o] = o < cout ? dy[o * positions + q] : 0.f;
+    for (std::size_t o = o0; o < padded; ++o)
+      dyt[q * padded + o] = o < cout && (!relu_of || relu_of[o * positions + q] > 0.f) ? dy[o * positions + q] : 0.f;
 }
 template <class G>
-COHORT_TARGET_AVX2 void transpose_dy_avx2(const float* dy, float* dyt, std::size_t padded) {
-  transpose_dy_impl<G, true>(dy, dyt, padded);
+COHORT_TARGET_AVX2 void transpose_dy_avx2(const float* dy, float* dyt, std::size_t padded, const float* relu_of) {
+  transpose_dy_impl<G, true>(dy, dyt, padded, relu_of);
 }
 template <class G>
-void transpose_dy(const float* dy, float* dyt, std::size_t padded) {
+void transpose_dy(const float* dy, float* dyt, std::size_t padded, const float* relu_of = nullptr) {
   if (active_isa() != Isa::generic)
-    transpose_dy_avx2<G>(dy, dyt, padded);
+    transpose_dy_avx2<G>(dy, dyt, padded, relu_of);
   else
-    transpose_dy_impl<G, false>(dy, dyt, padded);
+    transpose_dy_impl<G, false>(dy, dyt, padded, relu_of);
 }
 
 /// Rows (MR) of the forward kernel for an instruction set.
 inline std::size_t forward_rows_for(Isa isa) noexcept { return isa == Isa::avx512 ? 8 : 6; }
 
-/// Copies the valid columns of a wide output (rows x Wide::positions) into (rows, ho, wo).
+/// Copies the valid columns of a wide output (rows x Wide::positions) into (rows, ho, wo),
+/// applying max(., 0) when a following ReLU is fused.
 template <class G>
-void unwiden(const float* __restrict yw, float* __restrict y, std::size_t rows) {
+void unwiden(const float* __restrict yw, float* __restrict y, std::size_t rows, bool relu = false) {
   using V = Wide<G>;
   for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t h = 0; h < V::ho; ++h)
-      std::memcpy(y + (r * V::ho + h) * V::wo, yw + r * V::positions + h * V::wp, V::wo * sizeof(float));
+    for (std::size_t h = 0; h < V::ho; ++h) {
+      const float* __restrict in = yw + r * V::positions + h * V::wp;
+      float* __restrict out = y + (r * V::ho + h) * V::wo;
+      if (relu)
+        for (std::size_t w = 0; w < V::wo; ++w) out[w] = in[w] > 0.f ? in[w] : 0.f;
+      else
+        std::memcpy(out, in, V::wo * sizeof(float));
+    }
 }
 
 /// The dX convolution of a stride-1 Conv2d G: a forward convolution of dY (Cout, Ho, Wo) padded
