@@ -55,6 +55,11 @@ struct RandomStream {
   COHORT_HOST_DEVICE constexpr std::uint32_t bits(std::uint64_t index) const noexcept {
     return block(index >> 2)[index & 3];
   }
+  /// Uniform in [0, 1) for elements 4*block .. 4*block+3 (one Philox evaluation for four).
+  COHORT_HOST_DEVICE constexpr std::array<float, 4> uniform4(std::uint64_t block_index) const noexcept {
+    const auto b = block(block_index);
+    return {bits_to_unit_float(b[0]), bits_to_unit_float(b[1]), bits_to_unit_float(b[2]), bits_to_unit_float(b[3])};
+  }
   /// Uniform in [0, 1) for element `index`.
   COHORT_HOST_DEVICE constexpr float uniform(std::uint64_t index) const noexcept {
     return bits_to_unit_float(bits(index));

@@ -3,6 +3,7 @@
 /// Element-wise ops on the CPU: ReLU, dropout masks, copies.
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 

@@ -47,7 +47,7 @@ class ThreadPool {
     if (threads == 0) throw ValueError("ThreadPool: the number of threads must be at least 1");
     if (threads == size() && (threads == 1 || !workers_.empty())) return;
     stop();
-    stopping_ = false;
+    stopping_.store(false);
     for (std::size_t i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
 
@@ -76,20 +76,36 @@ class ThreadPool {
   // 32. A worker only claims tasks of the generation it woke up for, so a straggler from one
   // parallel_for can never run (or re-run) a task of the next.
   static constexpr std::uint64_t index_mask = 0xFFFFFFFFu;
+  // Kernels call parallel_for dozens of times per training step: workers and the caller spin
+  // this many rounds (some tens of microseconds) before sleeping, so a step does not pay a
+  // futex wake-up per layer.
+  static constexpr int spin_rounds = 20000;
+
+  static void pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
 
   void run(std::size_t tasks, const std::function<void(std::size_t)>& task) {
-    std::unique_lock<std::mutex> lock(mutex_);
     task_.store(&task, std::memory_order_relaxed);
     tasks_.store(tasks, std::memory_order_relaxed);
-    pending_ = tasks;
-    error_ = nullptr;
-    const std::uint64_t gen = ++generation_;
+    pending_.store(tasks, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      error_ = nullptr;
+    }
+    const std::uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;
     ticket_.store(gen << 32, std::memory_order_release);
-    lock.unlock();
-    wake_.notify_all();
+    generation_.store(gen, std::memory_order_seq_cst);
+    if (sleeping_.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard<std::mutex> g(mutex_);
+      wake_.notify_all();
+    }
     drain(gen);
-    lock.lock();
-    done_.wait(lock, [&] { return pending_ == 0; });
+    for (int i = 0; i < spin_rounds && pending_.load(std::memory_order_acquire) != 0; ++i) pause();
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
     if (error_) std::rethrow_exception(error_);
   }
 
@@ -111,30 +127,33 @@ class ThreadPool {
       }
       ++finished;
     }
-    if (finished) {
-      std::lock_guard<std::mutex> g(mutex_);
-      pending_ -= finished;
-      if (pending_ == 0) done_.notify_all();
+    if (finished && pending_.fetch_sub(finished, std::memory_order_acq_rel) == finished) {
+      std::lock_guard<std::mutex> g(mutex_); // the caller may be asleep on done_
+      done_.notify_all();
     }
   }
 
   void work() {
-    std::uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mutex_);
+    std::uint64_t seen = generation_.load(std::memory_order_acquire);
     while (true) {
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-      lock.unlock();
+      for (int i = 0; i < spin_rounds && generation_.load(std::memory_order_acquire) == seen && !stopping_.load(); ++i)
+        pause();
+      if (generation_.load(std::memory_order_acquire) == seen) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        sleeping_.fetch_add(1, std::memory_order_seq_cst);
+        wake_.wait(lock, [&] { return stopping_.load() || generation_.load(std::memory_order_seq_cst) != seen; });
+        sleeping_.fetch_sub(1, std::memory_order_seq_cst);
+      }
+      if (stopping_.load()) return;
+      seen = generation_.load(std::memory_order_acquire);
       drain(seen);
-      lock.lock();
     }
   }
 
   void stop() {
     {
       std::lock_guard<std::mutex> g(mutex_);
-      stopping_ = true;
+      stopping_.store(true);
     }
     wake_.notify_all();
     for (auto& w : workers_) w.join();
@@ -145,12 +164,11 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::atomic<const std::function<void(std::size_t)>*> task_{nullptr};
-  std::atomic<std::size_t> tasks_{0};
-  std::atomic<std::uint64_t> ticket_{0};
-  std::size_t pending_ = 0;
-  std::uint64_t generation_ = 0;
+  std::atomic<std::size_t> tasks_{0}, pending_{0};
+  std::atomic<std::uint64_t> ticket_{0}, generation_{0};
+  std::atomic<int> sleeping_{0};
   std::exception_ptr error_;
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};
 };
 
 /// Sets the number of threads of the global CPU pool (1 = everything on the calling thread).
