@@ -174,18 +174,19 @@ struct ops::Conv2dKernels<Cpu> {
     });
     // Bias: one vector lane per channel, samples and positions in order.
     cpu::direct::bias_grad(isa, ws.dy_wide.data(), batch * valid, shape.padded_cout, V::cout, db, accumulate);
-    // dW^T by (patch entries x channels) tiles; samples in blocks sized for L2, in order.
-    ws.dw_t.resize(patch * shape.padded_cout);
-    const std::size_t per_sample = valid * shape.padded_cout + V::cin * V::plane;
-    const std::size_t block = std::max<std::size_t>(1, (96 * 1024) / per_sample);
+    // dW^T by (patch entries x channels) tiles over blocks of samples, in order. A block has
+    // enough positions (>= 384) that a tile's accumulators, loaded and stored once per block,
+    // cost little; tiles run patch-entry fastest so a thread keeps one slice of dY hot in cache.
+    const std::size_t block = std::min(batch, std::max<std::size_t>(1, (384 + valid - 1) / valid));
     const std::size_t kt = (patch + shape.kr - 1) / shape.kr,
                       ot = (shape.padded_cout + shape.oc_per_tile - 1) / shape.oc_per_tile;
+    ws.dw_t.resize(patch * shape.padded_cout);
     pool.parallel_for(kt * ot, 1, [&, isa](std::size_t lo, std::size_t hi) {
       for (std::size_t n0 = 0; n0 < batch; n0 += block)
         for (std::size_t t = lo; t < hi; ++t)
           cpu::direct::weight_grad_block_dispatch<G>(
               isa, ws.padded.data() + n0 * V::cin * V::plane, ws.dy_wide.data() + n0 * valid * shape.padded_cout,
-              std::min(block, batch - n0), (t / ot) * shape.kr, (t % ot) * shape.oc_per_tile, ws.dw_t.data(), n0 == 0);
+              std::min(block, batch - n0), (t % kt) * shape.kr, (t / kt) * shape.oc_per_tile, ws.dw_t.data(), n0 == 0);
     });
     for (std::size_t o = 0; o < V::cout; ++o)
       for (std::size_t k = 0; k < patch; ++k)
