@@ -31,7 +31,7 @@ constexpr std::size_t round_up_to(std::size_t n, std::size_t m) noexcept { retur
 template <int W>
 struct GemmShape {
   static constexpr std::size_t mr = W == 16 ? 8 : 6, nr = 2 * std::size_t(W);
-  static constexpr std::size_t kc = 256, mc = 96, nc = 1024; // mc a multiple of 12 and 6
+  static constexpr std::size_t kc = 512, mc = 96, nc = 1024; // mc a multiple of 8 and 6
 };
 
 template <class T>
@@ -41,38 +41,18 @@ inline HostBuffer<T>& pack_buffer(int which) {
   return buffers[which];
 }
 
-/// Packs rows [0, mc) x cols [0, kc) of op(A) into MR-row panels, k-major, zero-padded.
-template <std::size_t MR, class T>
-COHORT_ALWAYS_INLINE void pack_a(bool trans, const T* __restrict a, std::size_t lda, std::size_t mc, std::size_t kc,
-                                 T* __restrict dst) {
-  for (std::size_t i0 = 0; i0 < mc; i0 += MR) {
-    const std::size_t rows = std::min(MR, mc - i0);
-    if (trans) {
-      for (std::size_t k = 0; k < kc; ++k) {
-        const T* src = a + k * lda + i0;
-        for (std::size_t r = 0; r < rows; ++r) dst[k * MR + r] = src[r];
-        for (std::size_t r = rows; r < MR; ++r) dst[k * MR + r] = T(0);
-      }
-    } else {
-      for (std::size_t r = 0; r < MR; ++r) {
-        const T* src = a + (i0 + r) * lda;
-        if (r < rows)
-          for (std::size_t k = 0; k < kc; ++k) dst[k * MR + r] = src[k];
-        else
-          for (std::size_t k = 0; k < kc; ++k) dst[k * MR + r] = T(0);
-      }
-    }
-    dst += MR * kc;
-  }
-}
-
 /// Packs rows [0, kc) x cols [0, nc) of op(B) into NR-column panels, k-major, zero-padded.
-template <std::size_t NR, class T>
+/// Transposed B (a Linear layer's weights) goes through 8x8 register transposes when the vector
+/// width allows (`Vector8`).
+template <std::size_t NR, bool Vector8, class T>
 COHORT_ALWAYS_INLINE void pack_b(bool trans, const T* __restrict b, std::size_t ldb, std::size_t kc, std::size_t nc,
                                  T* __restrict dst) {
   for (std::size_t j0 = 0; j0 < nc; j0 += NR) {
     const std::size_t cols = std::min(NR, nc - j0);
-    if (!trans) {
+    if (Vector8 && trans && cols == NR && kc % 8 == 0) {
+      for (std::size_t c = 0; c < NR; c += 8)
+        for (std::size_t k = 0; k < kc; k += 8) transpose8x8(b + (j0 + c) * ldb + k, ldb, dst + k * NR + c, NR);
+    } else if (!trans) {
       for (std::size_t k = 0; k < kc; ++k) {
         T* d = dst + k * NR;
         const T* src = b + k * ldb + j0;
@@ -92,33 +72,82 @@ COHORT_ALWAYS_INLINE void pack_b(bool trans, const T* __restrict b, std::size_t 
   }
 }
 
-/// C[0:rows, 0:cols] = alpha * (A panel x B panel) + beta * C: MR x 2 vectors of accumulators.
+/// C[0:rows, 0:cols] = alpha * (A block x B panel) + beta * C: MR x 2 vectors of accumulators.
+/// A is read in place: element (r, k) at a[r * row_stride + k * k_stride] (no packing: in these
+/// skinny products each A element is used by only a few tiles); rows past `rows` repeat the last
+/// valid row and are not written.
 template <int W>
-COHORT_ALWAYS_INLINE void micro_kernel(std::size_t kc, const float* __restrict ap, const float* __restrict bp,
-                                       float* __restrict c, std::size_t ldc, std::size_t rows, std::size_t cols,
-                                       float alpha, float beta) {
+COHORT_ALWAYS_INLINE void micro_kernel(std::size_t kc, const float* __restrict a, std::size_t row_stride,
+                                       std::size_t k_stride, const float* __restrict bp, float* __restrict c,
+                                       std::size_t ldc, std::size_t rows, std::size_t cols, float alpha, float beta) {
   constexpr std::size_t MR = GemmShape<W>::mr, NR = GemmShape<W>::nr;
+  const float* arow[MR];
+  for (std::size_t r = 0; r < MR; ++r) arow[r] = a + std::min(r, rows - 1) * row_stride;
   vec<W> acc0[MR], acc1[MR];
   for (std::size_t r = 0; r < MR; ++r) acc0[r] = acc1[r] = vec<W>{};
   for (std::size_t k = 0; k < kc; ++k) {
     const vec<W> b0 = load<W>(bp + k * NR), b1 = load<W>(bp + k * NR + W);
+    const std::size_t ak = k * k_stride;
 #pragma GCC unroll 12
     for (std::size_t r = 0; r < MR; ++r) {
-      const vec<W> a = broadcast<W>(ap[k * MR + r]);
-      acc0[r] += a * b0;
-      acc1[r] += a * b1;
+      const vec<W> av = broadcast<W>(arow[r][ak]);
+      acc0[r] += av * b0;
+      acc1[r] += av * b1;
     }
   }
+  // Every index into the accumulators is a compile-time constant: a run-time one (rows < MR)
+  // would make GCC keep them in memory for the whole kernel. Partial tiles go through a buffer.
+  if (rows == MR && cols == NR) {
+    for (std::size_t r = 0; r < MR; ++r) {
+      float* crow = c + r * ldc;
+      vec<W> v0 = acc0[r] * alpha, v1 = acc1[r] * alpha;
+      if (beta != 0.f) {
+        v0 += load<W>(crow) * beta;
+        v1 += load<W>(crow + W) * beta;
+      }
+      store<W>(crow, v0);
+      store<W>(crow + W, v1);
+    }
+    return;
+  }
+  float tile[MR * NR];
+  for (std::size_t r = 0; r < MR; ++r) {
+    store<W>(tile + r * NR, acc0[r]);
+    store<W>(tile + r * NR + W, acc1[r]);
+  }
   for (std::size_t r = 0; r < rows; ++r) {
-    float out[NR];
-    store<W>(out, acc0[r]);
-    store<W>(out + W, acc1[r]);
     float* crow = c + r * ldc;
+    const float* out = tile + r * NR;
     if (beta == 0.f)
       for (std::size_t j = 0; j < cols; ++j) crow[j] = alpha * out[j];
     else
       for (std::size_t j = 0; j < cols; ++j) crow[j] = alpha * out[j] + beta * crow[j];
   }
+}
+
+// The micro-kernel is its own (not inlined) function per instruction set: register allocation
+// over the whole blocked product spilled the B vectors to the stack.
+#define COHORT_GEMM_MICRO(SUFFIX, TARGET, WIDTH)                                                                       \
+  TARGET __attribute__((noinline)) inline void micro_kernel_##SUFFIX(                                                  \
+      std::size_t kc, const float* a, std::size_t rs, std::size_t ks, const float* bp, float* c, std::size_t ldc,      \
+      std::size_t rows, std::size_t cols, float alpha, float beta) {                                                   \
+    micro_kernel<WIDTH>(kc, a, rs, ks, bp, c, ldc, rows, cols, alpha, beta);                                           \
+  }
+COHORT_GEMM_MICRO(avx512, COHORT_TARGET_AVX512, 16)
+COHORT_GEMM_MICRO(avx2, COHORT_TARGET_AVX2, 8)
+COHORT_GEMM_MICRO(generic, , 4)
+#undef COHORT_GEMM_MICRO
+
+template <int W>
+COHORT_ALWAYS_INLINE void micro_kernel_for(std::size_t kc, const float* a, std::size_t rs, std::size_t ks,
+                                           const float* bp, float* c, std::size_t ldc, std::size_t rows,
+                                           std::size_t cols, float alpha, float beta) {
+  if constexpr (W == 16)
+    micro_kernel_avx512(kc, a, rs, ks, bp, c, ldc, rows, cols, alpha, beta);
+  else if constexpr (W == 8)
+    micro_kernel_avx2(kc, a, rs, ks, bp, c, ldc, rows, cols, alpha, beta);
+  else
+    micro_kernel_generic(kc, a, rs, ks, bp, c, ldc, rows, cols, alpha, beta);
 }
 
 /// The blocked product for vector width W (packing, cache blocks, register tiles).
@@ -127,24 +156,23 @@ COHORT_ALWAYS_INLINE void gemm_blocked(bool trans_a, bool trans_b, std::size_t m
                                        float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb,
                                        float beta, float* c, std::size_t ldc) {
   using S = GemmShape<W>;
-  HostBuffer<float>& apack = pack_buffer<float>(0);
   HostBuffer<float>& bpack = pack_buffer<float>(1);
-  if (apack.size() < S::mc * S::kc) apack.resize(S::mc * S::kc);
   const std::size_t bneed = round_up_to(std::min(n, S::nc), S::nr) * S::kc;
   if (bpack.size() < bneed) bpack.resize(bneed);
+  const std::size_t rs = trans_a ? 1 : lda, ks = trans_a ? lda : 1; // element (i, p) of op(A)
   for (std::size_t j0 = 0; j0 < n; j0 += S::nc) {
     const std::size_t nc = std::min(S::nc, n - j0);
     for (std::size_t k0 = 0; k0 < k; k0 += S::kc) {
       const std::size_t kc = std::min(S::kc, k - k0);
       const float beta_here = k0 == 0 ? beta : 1.f;
-      pack_b<S::nr>(trans_b, trans_b ? b + j0 * ldb + k0 : b + k0 * ldb + j0, ldb, kc, nc, bpack.data());
+      pack_b<S::nr, (W >= 8)>(trans_b, trans_b ? b + j0 * ldb + k0 : b + k0 * ldb + j0, ldb, kc, nc, bpack.data());
       for (std::size_t i0 = 0; i0 < m; i0 += S::mc) {
         const std::size_t mc = std::min(S::mc, m - i0);
-        pack_a<S::mr>(trans_a, trans_a ? a + k0 * lda + i0 : a + i0 * lda + k0, lda, mc, kc, apack.data());
         for (std::size_t jr = 0; jr < nc; jr += S::nr)
           for (std::size_t ir = 0; ir < mc; ir += S::mr)
-            micro_kernel<W>(kc, apack.data() + ir * kc, bpack.data() + jr * kc, c + (i0 + ir) * ldc + (j0 + jr), ldc,
-                            std::min(S::mr, mc - ir), std::min(S::nr, nc - jr), alpha, beta_here);
+            micro_kernel_for<W>(kc, a + (i0 + ir) * rs + k0 * ks, rs, ks, bpack.data() + jr * kc,
+                                c + (i0 + ir) * ldc + (j0 + jr), ldc, std::min(S::mr, mc - ir),
+                                std::min(S::nr, nc - jr), alpha, beta_here);
       }
     }
   }

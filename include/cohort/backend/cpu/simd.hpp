@@ -137,6 +137,34 @@ COHORT_ALWAYS_INLINE float hsum(vec<W> v) noexcept {
   return lanes[0];
 }
 
+/// Transposes an 8x8 block: rows of `in` (stride `ld_in`) become rows of `out` (stride `ld_out`).
+/// With `mask` (same layout as `in`), elements whose mask is not > 0 become 0 on the way.
+COHORT_ALWAYS_INLINE void transpose8x8(const float* __restrict in, std::size_t ld_in, float* __restrict out,
+                                       std::size_t ld_out, const float* __restrict mask = nullptr) {
+  using v8 = vec<8>;
+  using i8 = ivec<8>;
+  v8 r[8];
+  for (int i = 0; i < 8; ++i) r[i] = load<8>(in + std::size_t(i) * ld_in);
+  if (mask)
+    for (int i = 0; i < 8; ++i) r[i] = load<8>(mask + std::size_t(i) * ld_in) > 0.f ? r[i] : v8{};
+  v8 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = __builtin_shuffle(r[2 * i], r[2 * i + 1], i8{0, 8, 1, 9, 4, 12, 5, 13});
+    t[2 * i + 1] = __builtin_shuffle(r[2 * i], r[2 * i + 1], i8{2, 10, 3, 11, 6, 14, 7, 15});
+  }
+  for (int h = 0; h < 2; ++h) {
+    const int b = 4 * h;
+    u[b + 0] = __builtin_shuffle(t[b + 0], t[b + 2], i8{0, 1, 8, 9, 4, 5, 12, 13});
+    u[b + 1] = __builtin_shuffle(t[b + 0], t[b + 2], i8{2, 3, 10, 11, 6, 7, 14, 15});
+    u[b + 2] = __builtin_shuffle(t[b + 1], t[b + 3], i8{0, 1, 8, 9, 4, 5, 12, 13});
+    u[b + 3] = __builtin_shuffle(t[b + 1], t[b + 3], i8{2, 3, 10, 11, 6, 7, 14, 15});
+  }
+  for (int i = 0; i < 4; ++i) {
+    store<8>(out + std::size_t(i) * ld_out, __builtin_shuffle(u[i], u[i + 4], i8{0, 1, 2, 3, 8, 9, 10, 11}));
+    store<8>(out + std::size_t(i + 4) * ld_out, __builtin_shuffle(u[i], u[i + 4], i8{4, 5, 6, 7, 12, 13, 14, 15}));
+  }
+}
+
 } // namespace cpu
 } // namespace cohort
 
