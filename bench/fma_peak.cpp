@@ -1,53 +1,75 @@
-// Measures this machine's single-precision FMA peak per core (and for 2 threads), the yardstick
-// for the "fraction of peak" column in bench/RESULTS.md.
+// Measures this machine's single-precision FMA peak for 1 thread and for 2 threads, the yardstick
+// for the "fraction of peak" column of bench/compare_torch.py and bench/RESULTS.md.
 //
-//   fma_peak        -> one JSON line: {"gflops_1_thread": ..., "gflops_2_threads": ..., "isa": ...}
+//   fma_peak        -> one JSON line: {"gflops_1_thread": ..., "gflops_2_threads": ..., "vector_floats": ...}
+//
+// The inner loop uses FMA intrinsics: whether a * b + c becomes one FMA otherwise depends on the
+// compiler, its language mode and -ffp-contract, and a multiply + add would halve the "peak".
+// Run it on an otherwise idle machine (the 2-thread figure needs both cores).
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 #include <vector>
 
-
+#if defined(__AVX512F__) || defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 namespace {
 #if defined(__AVX512F__)
 constexpr int lanes = 16;
-#elif defined(__AVX2__)
+using vec = __m512;
+inline vec splat(float v) { return _mm512_set1_ps(v); }
+inline vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline float first(vec v) { return _mm512_cvtss_f32(v); }
+#elif defined(__FMA__)
 constexpr int lanes = 8;
+using vec = __m256;
+inline vec splat(float v) { return _mm256_set1_ps(v); }
+inline vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline float first(vec v) { return _mm256_cvtss_f32(v); }
 #else
+// No FMA instructions known at compile time: counts a multiply and an add as one FMA.
 constexpr int lanes = 4;
-#endif
 typedef float vec __attribute__((vector_size(lanes * 4)));
+inline vec splat(float v) { return vec{} + v; }
+inline vec fma(vec a, vec b, vec c) { return a * b + c; }
+inline float first(vec v) { return v[0]; }
+#endif
+constexpr int chains = 24; // independent accumulators: enough to cover latency x FMA ports on current cores
 
-/// 2 x 12 independent FMA chains: enough to cover latency x throughput on current cores.
-double run(long iters) {
-  vec acc[24];
-  for (int i = 0; i < 24; ++i) acc[i] = vec{} + float(i) * 1e-3f;
-  const vec a = vec{} + 0.999999f, b = vec{} + 1e-7f;
+float run(long iters) {
+  vec acc[chains];
+  for (int i = 0; i < chains; ++i) acc[i] = splat(float(i) * 1e-3f);
+  const vec a = splat(0.999999f), b = splat(1e-7f);
   for (long it = 0; it < iters; ++it) {
 #pragma GCC unroll 24
-    for (int i = 0; i < 24; ++i) acc[i] = acc[i] * a + b;
+    for (int i = 0; i < chains; ++i) acc[i] = fma(acc[i], a, b);
   }
   float s = 0;
-  for (int i = 0; i < 24; ++i) s += acc[i][0];
+  for (int i = 0; i < chains; ++i) s += first(acc[i]);
   return s;
 }
 
+/// GFLOP/s (2 per FMA lane) of `threads` threads each running the FMA loop.
 double gflops(int threads) {
   const long iters = 20'000'000;
   std::vector<std::thread> ts;
-  volatile double sink = 0;
+  std::vector<float> sink(std::size_t(threads), 0.0f);
   const auto t0 = std::chrono::steady_clock::now();
-  for (int t = 0; t < threads; ++t) ts.emplace_back([&] { sink = sink + run(iters); });
+  for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { sink[std::size_t(t)] = run(iters); });
   for (auto& t : ts) t.join();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return double(threads) * double(iters) * 24 * lanes * 2 / s / 1e9;
+  volatile float keep = sink[0]; // the results are used, so the loops are not removed
+  (void)keep;
+  return double(threads) * double(iters) * chains * lanes * 2 / s / 1e9;
 }
 } // namespace
 
 int main() {
-  gflops(1);  // warm up the clocks
+  gflops(1); // warm up the clocks
   double best1 = 0, best2 = 0;
   for (int r = 0; r < 3; ++r) {
     best1 = std::max(best1, gflops(1));

@@ -53,7 +53,8 @@ void profile(const std::string& name, Opt opt, std::size_t batch, std::size_t st
     std::vector<std::string> n;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (n.push_back(std::string(detail::at_t<I, typename Model::layers>::layer::signature())), ...);
-    }(std::make_index_sequence<Model::layer_count>{});
+    }
+    (std::make_index_sequence<Model::layer_count>{});
     return n;
   }();
   std::printf("model %s, batch %zu, %zu thread(s): %.2f ms per training step (%.0f samples/s)\n", name.c_str(), batch,

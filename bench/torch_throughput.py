@@ -1,13 +1,24 @@
 #!/usr/bin/env python3
-"""PyTorch twin of cohort_throughput: same models, optimisers, batch and timing protocol.
+"""PyTorch twin of cohort_throughput: same models, optimisers, batch, FLOP count and timing protocol.
 
-    python3 bench/torch_throughput.py --model A --batch 128 --mode train --threads 1
+    python3 bench/torch_throughput.py --model A --mode train --batch 128 --threads 1
+    python3 bench/torch_throughput.py --model C --mode infer --batch 1000 --threads 2 --blas-threads 1
+
+Training: zero_grad + forward + loss + backward + the seed's optimiser step, train mode.
+Inference: eval mode under torch.no_grad(), forward only. `--warmup` untimed steps, then `--repeats`
+timed windows of `--iters` steps; the median window's rate is reported. Prints one JSON line.
+
+Threads: torch.set_num_threads(--threads). PyTorch's set_num_threads also sets MKL's thread count,
+so MKL_NUM_THREADS=1 in the environment alone does not hold BLAS to one thread; --blas-threads N
+re-applies N through MKL's own mkl_set_num_threads_local after PyTorch's lazy thread set-up
+(the JSON records the MKL thread count seen before and after the timed windows).
 """
 import argparse
+import ctypes
 import json
+import math
 import os
 import resource
-import statistics
 import time
 
 import torch
@@ -16,6 +27,7 @@ import torch.nn.functional as F
 
 
 def model(name):
+    """The seed notebooks' models as torch.nn.Sequential (cohort's models A-D)."""
     if name == "A":
         return nn.Sequential(nn.Conv2d(1, 16, 3), nn.ReLU(), nn.Conv2d(16, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Dropout2d(0.1), nn.Flatten(), nn.Linear(4608, 64), nn.ReLU(), nn.Dropout(0.25),
@@ -33,19 +45,63 @@ def model(name):
                          nn.Linear(4608, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
 
 
+def flops_per_sample(net, input_shape=(1, 28, 28)):
+    """(forward, training) FLOPs per sample, bench/flops.hpp's convention: 2 x multiply-adds of
+    Conv2d and Linear only; training = forward + weight gradients (= forward) + input gradients
+    (= forward, except for module 0, whose input gradient is never computed)."""
+    out_numel = {}
+    hooks = [m.register_forward_hook(lambda mod, inp, out, i=i: out_numel.__setitem__(i, out[0].numel()))
+             for i, m in enumerate(net) if isinstance(m, nn.Conv2d)]
+    was_training = net.training
+    net.eval()
+    with torch.no_grad():
+        net(torch.zeros(1, *input_shape))
+    net.train(was_training)
+    for h in hooks:
+        h.remove()
+    per_layer = {}
+    for i, m in enumerate(net):
+        if isinstance(m, nn.Conv2d):
+            per_layer[i] = 2 * out_numel[i] * (m.in_channels // m.groups) * math.prod(m.kernel_size)
+        elif isinstance(m, nn.Linear):
+            per_layer[i] = 2 * m.in_features * m.out_features
+    forward = sum(per_layer.values())
+    return forward, 3 * forward - per_layer.get(0, 0)
+
+
+def mkl():
+    """MKL's get/set-threads entry points inside libtorch_cpu (None where PyTorch has no MKL)."""
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        return lib.mkl_get_max_threads, lib.mkl_set_num_threads_local
+    except (OSError, AttributeError):
+        return None
+
+
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="A", choices="ABCD")
     ap.add_argument("--mode", default="train", choices=["train", "infer"])
     ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--iters", type=int, default=20, help="steps per timed window")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    ap.add_argument("--repeats", type=int, default=3, help="timed windows (the median is reported)")
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    ap.add_argument("--blas-threads", type=int, default=0,
+                    help="hold MKL (PyTorch's BLAS: Linear layers) to this many threads (0: PyTorch's choice)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    torch.zeros(1 << 16).add_(1)  # a parallel op: PyTorch's per-thread lazy set-up, which resets MKL's count
+    mkl_fns = mkl()
+    if a.blas_threads:
+        if mkl_fns is None:
+            raise SystemExit("torch_throughput: --blas-threads needs a PyTorch built with MKL")
+        mkl_fns[1](ctypes.byref(ctypes.c_int(a.blas_threads)))
+    mkl_threads_before = mkl_fns[0]() if mkl_fns else None
+
     torch.manual_seed(0)
     net = model(a.model)
+    fwd_flops, train_flops = flops_per_sample(net)
     if a.model == "A":
         opt, loss_fn = torch.optim.Adadelta(net.parameters(), lr=0.5), F.nll_loss
     elif a.model == "B":
@@ -74,10 +130,18 @@ def main():
         for _ in range(a.iters):
             step()
         rates.append(a.iters * a.batch / (time.perf_counter() - t0))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "model": a.model, "mode": a.mode,
-                      "batch": a.batch, "threads": a.threads, "mkl_threads": os.environ.get("MKL_NUM_THREADS"),
-                      "samples_per_s": round(statistics.median(rates), 1), "peak_rss_mib": round(peak, 1)}))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    median = sorted(rates)[len(rates) // 2]  # as cohort_throughput: the upper median for an even count
+    flops = train_flops if train else fwd_flops
+    print(json.dumps({
+        "framework": "pytorch", "torch": torch.__version__, "model": a.model, "mode": a.mode, "batch": a.batch,
+        "threads": torch.get_num_threads(), "blas_threads": a.blas_threads or None,
+        "mkl_threads": [mkl_threads_before, mkl_fns[0]() if mkl_fns else None],
+        "env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ},
+        "warmup": a.warmup, "iters": a.iters, "repeats": a.repeats,
+        "samples_per_s": round(median, 1), "window_samples_per_s": [round(r, 1) for r in rates],
+        "ms_per_step": round(1e3 * a.batch / median, 3), "flops_per_sample": flops,
+        "gflops": round(median * flops / 1e9, 2), "peak_rss_mib": round(peak, 1)}))
 
 
 if __name__ == "__main__":

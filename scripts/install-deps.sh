@@ -9,7 +9,7 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config git ca-certificates \
   libxtensor-dev xtl-dev libxsimd-dev doctest-dev libcli11-dev zlib1g-dev \
-  libopenmpi-dev openmpi-bin \
+  libopenmpi-dev openmpi-bin libopenblas-dev \
   dataset-fashion-mnist \
   python3 python3-venv python3-pip \
   clang-format >/dev/null
