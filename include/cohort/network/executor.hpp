@@ -95,7 +95,6 @@ class Executor {
         if (!fused(fuses_next_relu<I>())) outputs_[I].resize(batch * B::output_shape::size);
       std::get<I>(states_).reserve(batch);
     });
-    for (auto& g : grads_) g.resize(batch * detail::max_activation<layers>::value);
   }
 
   /// Runs every layer on `x` (which must stay alive until backward). Returns a view of the
@@ -152,6 +151,11 @@ class Executor {
     if (dy.batch() != batch_)
       throw ShapeError(
           detail::concat("backward: the gradient has batch ", dy.batch(), ", the last forward had batch ", batch_));
+    // The ping-pong gradient buffers are allocated by the first backward pass (inference never
+    // needs them).
+    constexpr std::size_t largest = detail::max_activation<layers>::value;
+    for (auto& buffer : grads_)
+      if (buffer.size() < capacity_ * largest) buffer.resize(capacity_ * largest);
     const T* d_out = dy.data();
     int holder = -1; // which of grads_ holds d_out (-1: the caller's memory)
     each_layer_reversed([&]<std::size_t I>() {

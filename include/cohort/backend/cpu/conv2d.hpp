@@ -78,6 +78,14 @@ void col2im_add(const T* col, T* dx) {
 } // namespace cpu
 
 namespace cpu::detail {
+/// Batch-sized buffers of the calling thread, one per slot, shared by every layer's backward
+/// pass: they grow to the largest layer's need, then never allocate.
+inline float* transient(int slot, std::size_t n) {
+  thread_local HostBuffer<float> buffers[3];
+  if (buffers[slot].size() < n) buffers[slot].resize(n);
+  return buffers[slot].data();
+}
+
 /// Per-thread scratch for im2col matrices: grows to the largest layer, then never allocates.
 template <class T>
 HostBuffer<T>& conv_scratch(std::size_t n) {
@@ -89,19 +97,13 @@ HostBuffer<T>& conv_scratch(std::size_t n) {
 
 template <>
 struct ops::Conv2dKernels<Cpu> {
-  /// Scratch of the direct (stride-1, float) path; the im2col path keeps per-thread scratch.
+  /// What a layer keeps between calls: its packed weights. Batch-sized buffers (padded inputs,
+  /// transposed dY) are per-thread transients shared by every layer, so memory grows with the
+  /// largest layer, not with the sum of them.
   template <class G, class T>
   struct workspace {
-    HostBuffer<float> padded;           // (batch, Cin, wide plane): the forward input, reused by dW
     HostBuffer<float> packed, packed_t; // weights for forward and for dX
-    HostBuffer<float> dy_wide;          // (batch, valid positions, padded Cout): dY transposed for dW
-    HostBuffer<float> dw_t;             // (patch, padded Cout): dW transposed, summed by the kernel
-    void reserve(std::size_t batch) {
-      if constexpr (use_direct<G, T>) {
-        using V = cpu::direct::Wide<G>;
-        padded.resize(batch * V::cin * V::plane);
-      }
-    }
+    void reserve(std::size_t) noexcept {}
   };
 
   /// The direct path runs stride-1 float convolutions; the im2col path everything else.
@@ -126,7 +128,7 @@ struct ops::Conv2dKernels<Cpu> {
   static void backward(CpuContext& ctx, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::size_t batch,
                        bool accumulate, workspace<G, T>& ws, const T* relu_y = nullptr) {
     if constexpr (use_direct<G, T>)
-      direct_backward<G>(ctx, w, dy, dx, dw, db, batch, accumulate, ws, relu_y);
+      direct_backward<G>(ctx, x, w, dy, dx, dw, db, batch, accumulate, ws, relu_y);
     else
       im2col_backward<G>(ctx, x, w, dy, dx, dw, db, batch, accumulate);
   }
@@ -140,16 +142,15 @@ struct ops::Conv2dKernels<Cpu> {
     using V = cpu::direct::Wide<G>;
     const Isa isa = cpu::active_isa();
     const std::size_t mr = cpu::direct::forward_rows_for(isa), rows = (V::cout + mr - 1) / mr * mr;
-    ws.reserve(batch);
     ws.packed.resize(rows * V::cin * V::taps);
     if (mr == 8)
       cpu::direct::pack_weights<G, 8>(w, ws.packed.data(), false);
     else
       cpu::direct::pack_weights<G, 6>(w, ws.packed.data(), false);
     ctx.threads().parallel_for(batch, 1, [&, isa, rows, relu](std::size_t lo, std::size_t hi) {
-      float* wide = cpu::detail::conv_scratch<float>(rows * V::positions).data();
+      float* wide = cpu::detail::conv_scratch<float>(rows * V::positions + V::cin * V::plane).data();
+      float* xt = wide + rows * V::positions;
       for (std::size_t n = lo; n < hi; ++n) {
-        float* xt = ws.padded.data() + n * V::cin * V::plane;
         cpu::direct::pad_sample<G>(x + n * G::in_size, xt);
         cpu::direct::forward_sample_dispatch<G>(isa, xt, ws.packed.data(), b, wide);
         cpu::direct::unwiden<G>(wide, y + n * G::out_size, V::cout, relu);
@@ -158,40 +159,46 @@ struct ops::Conv2dKernels<Cpu> {
   }
 
   template <class G>
-  static void direct_backward(CpuContext& ctx, const float* w, const float* dy, float* dx, float* dw, float* db,
-                              std::size_t batch, bool accumulate, workspace<G, float>& ws, const float* relu_y) {
+  static void direct_backward(CpuContext& ctx, const float* x, const float* w, const float* dy, float* dx, float* dw,
+                              float* db, std::size_t batch, bool accumulate, workspace<G, float>& ws,
+                              const float* relu_y) {
     using V = cpu::direct::Wide<G>;
     const Isa isa = cpu::active_isa();
     ThreadPool& pool = ctx.threads();
-    // dY transposed to (sample, position, channel): the dW kernel vectorises over channels.
     const auto shape = cpu::direct::weight_grad_shape<G>(isa);
     constexpr std::size_t valid = G::out_h * G::out_w, patch = V::cin * V::taps;
-    ws.dy_wide.resize(batch * valid * shape.padded_cout);
+    // Transients of the calling thread (the pool's threads only see them through pointers).
+    float* padded = cpu::detail::transient(0, batch * V::cin * V::plane);
+    float* dyt = cpu::detail::transient(1, batch * valid * shape.padded_cout);
+    float* dw_t = cpu::detail::transient(2, patch * shape.padded_cout);
+    // The padded input (rebuilt: cheaper in memory than keeping it from the forward pass) and dY
+    // transposed to (sample, position, channel): the dW kernel vectorises over channels.
     pool.parallel_for(batch, 1, [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t n = lo; n < hi; ++n)
-        cpu::direct::transpose_dy<G>(dy + n * G::out_size, ws.dy_wide.data() + n * valid * shape.padded_cout,
-                                     shape.padded_cout, relu_y ? relu_y + n * G::out_size : nullptr);
+      for (std::size_t n = lo; n < hi; ++n) {
+        cpu::direct::pad_sample<G>(x + n * G::in_size, padded + n * V::cin * V::plane);
+        cpu::direct::transpose_dy<G>(dy + n * G::out_size, dyt + n * valid * shape.padded_cout, shape.padded_cout,
+                                     relu_y ? relu_y + n * G::out_size : nullptr);
+      }
     });
     // Bias: one vector lane per channel, samples and positions in order.
-    cpu::direct::bias_grad(isa, ws.dy_wide.data(), batch * valid, shape.padded_cout, V::cout, db, accumulate);
+    cpu::direct::bias_grad(isa, dyt, batch * valid, shape.padded_cout, V::cout, db, accumulate);
     // dW^T by (patch entries x channels) tiles over blocks of samples, in order. A block has
     // enough positions (>= 384) that a tile's accumulators, loaded and stored once per block,
     // cost little; tiles run patch-entry fastest so a thread keeps one slice of dY hot in cache.
     const std::size_t block = std::min(batch, std::max<std::size_t>(1, (384 + valid - 1) / valid));
     const std::size_t kt = (patch + shape.kr - 1) / shape.kr,
                       ot = (shape.padded_cout + shape.oc_per_tile - 1) / shape.oc_per_tile;
-    ws.dw_t.resize(patch * shape.padded_cout);
     pool.parallel_for(kt * ot, 1, [&, isa](std::size_t lo, std::size_t hi) {
       for (std::size_t n0 = 0; n0 < batch; n0 += block)
         for (std::size_t t = lo; t < hi; ++t)
-          cpu::direct::weight_grad_block_dispatch<G>(
-              isa, ws.padded.data() + n0 * V::cin * V::plane, ws.dy_wide.data() + n0 * valid * shape.padded_cout,
-              std::min(block, batch - n0), (t % kt) * shape.kr, (t / kt) * shape.oc_per_tile, ws.dw_t.data(), n0 == 0);
+          cpu::direct::weight_grad_block_dispatch<G>(isa, padded + n0 * V::cin * V::plane,
+                                                     dyt + n0 * valid * shape.padded_cout, std::min(block, batch - n0),
+                                                     (t % kt) * shape.kr, (t / kt) * shape.oc_per_tile, dw_t, n0 == 0);
     });
     for (std::size_t o = 0; o < V::cout; ++o)
       for (std::size_t k = 0; k < patch; ++k)
         dw[o * patch + k] =
-            accumulate ? dw[o * patch + k] + ws.dw_t[k * shape.padded_cout + o] : ws.dw_t[k * shape.padded_cout + o];
+            accumulate ? dw[o * patch + k] + dw_t[k * shape.padded_cout + o] : dw_t[k * shape.padded_cout + o];
     if (!dx) return;
     // dX: the "full" convolution of dY with the rotated, transposed kernel.
     using Gt = cpu::direct::transposed_geometry<G>;
