@@ -61,4 +61,10 @@ TEST_CASE("Direct convolution: matches the double im2col path on awkward geometr
   check_direct<Conv2dGeometry<7, 9, 5, 8, 1, 1, 0>>(9, false);
   check_direct<Conv2dGeometry<13, 33, 7, 7, 3, 1, 0>>(11, true);
   check_direct<Conv2dGeometry<40, 24, 4, 4, 3, 1, 1>>(4, false); // many patch entries, few positions
+  // Register tiles with partial blocks: 50 and 36 output channels (not multiples of 6, 8 or 16),
+  // 80 (five vectors: a partial dW channel tile), a 7x7 kernel (dW rows split with a remainder).
+  check_direct<Conv2dGeometry<3, 50, 10, 12, 7, 1, 3>>(3, true);
+  check_direct<Conv2dGeometry<5, 80, 9, 9, 3, 1, 2>>(7, true);
+  check_direct<Conv2dGeometry<2, 36, 15, 15, 3, 1, 1>>(37, false); // sample groups with a short last one
+  check_direct<Conv2dGeometry<64, 96, 7, 7, 3, 1, 1>>(6, true);    // model D's small-plane shape, scaled
 }

@@ -141,19 +141,35 @@ struct ops::Conv2dKernels<Cpu> {
                              std::size_t batch, workspace<G, float>& ws, bool relu) {
     using V = cpu::direct::Wide<G>;
     const Isa isa = cpu::active_isa();
-    const std::size_t mr = cpu::direct::forward_rows_for(isa), rows = (V::cout + mr - 1) / mr * mr;
-    ws.packed.resize(rows * V::cin * V::taps);
-    if (mr == 8)
-      cpu::direct::pack_weights<G, 8>(w, ws.packed.data(), false);
-    else
-      cpu::direct::pack_weights<G, 6>(w, ws.packed.data(), false);
-    ctx.threads().parallel_for(batch, 1, [&, isa, rows, relu](std::size_t lo, std::size_t hi) {
-      float* wide = cpu::detail::conv_scratch<float>(rows * V::positions + V::cin * V::plane).data();
-      float* xt = wide + rows * V::positions;
-      for (std::size_t n = lo; n < hi; ++n) {
-        cpu::direct::pad_sample<G>(x + n * G::in_size, xt);
-        cpu::direct::forward_sample_dispatch<G>(isa, xt, ws.packed.data(), b, wide);
-        cpu::direct::unwiden<G>(wide, y + n * G::out_size, V::cout, relu);
+    const std::size_t rows = cpu::direct::forward_rows<G>(isa);
+    cpu::direct::pack_for<G, G>(isa, w, ws.packed, false);
+    run_groups<G>(
+        ctx, isa, batch, rows, ws.packed.data(), b,
+        [&](std::size_t n, float* xt) { cpu::direct::pad_sample<G>(x + n * G::in_size, xt); },
+        [&](std::size_t n, const float* wide) { cpu::direct::unwiden<G>(wide, y + n * G::out_size, V::cout, relu); });
+  }
+
+  /// Runs the direct forward kernel of Gk over `batch` samples in groups of forward_group<Gk>,
+  /// the groups split between threads: `pad(n, xt)` fills sample n's padded planes, `unpad(n,
+  /// wide)` takes its wide output. Scratch is per thread.
+  template <class Gk, class Pad, class Unpad>
+  static void run_groups(CpuContext& ctx, Isa isa, std::size_t batch, std::size_t rows, const float* packed,
+                         const float* bias, Pad&& pad, Unpad&& unpad) {
+    using V = cpu::direct::Wide<Gk>;
+    // Smaller groups when there are too few samples to give every thread one.
+    const std::size_t threads = ctx.threads().size();
+    const std::size_t group =
+        std::min(cpu::direct::forward_group<Gk>, std::max<std::size_t>(1, (batch + threads - 1) / threads));
+    const std::size_t groups = (batch + group - 1) / group;
+    ctx.threads().parallel_for(groups, 1, [&, isa, rows, group](std::size_t lo, std::size_t hi) {
+      const std::size_t out_stride = rows * V::positions, in_stride = V::cin * V::plane;
+      float* wide = cpu::detail::conv_scratch<float>(group * (out_stride + in_stride)).data();
+      float* xt = wide + group * out_stride;
+      for (std::size_t g = lo; g < hi; ++g) {
+        const std::size_t n0 = g * group, count = std::min(group, batch - n0);
+        for (std::size_t i = 0; i < count; ++i) pad(n0 + i, xt + i * in_stride);
+        cpu::direct::forward_samples_dispatch<Gk>(isa, xt, count, packed, bias, wide);
+        for (std::size_t i = 0; i < count; ++i) unpad(n0 + i, wide + i * out_stride);
       }
     });
   }
@@ -182,18 +198,16 @@ struct ops::Conv2dKernels<Cpu> {
     });
     // Bias: one vector lane per channel, samples and positions in order.
     cpu::direct::bias_grad(isa, dyt, batch * valid, shape.padded_cout, V::cout, db, accumulate);
-    // dW^T by (patch entries x channels) tiles over blocks of samples, in order. A block has
-    // enough positions (>= 384) that a tile's accumulators, loaded and stored once per block,
-    // cost little; tiles run patch-entry fastest so a thread keeps one slice of dY hot in cache.
+    // dW^T by (input channel, kernel rows) x output-channel tiles over blocks of samples, in
+    // order. A block has enough positions (>= 384) that a tile's accumulators, loaded and stored
+    // once per block, cost little; consecutive tiles share one slice of dY, hot in cache.
     const std::size_t block = std::min(batch, std::max<std::size_t>(1, (384 + valid - 1) / valid));
-    const std::size_t kt = (patch + shape.kr - 1) / shape.kr,
-                      ot = (shape.padded_cout + shape.oc_per_tile - 1) / shape.oc_per_tile;
-    pool.parallel_for(kt * ot, 1, [&, isa](std::size_t lo, std::size_t hi) {
+    pool.parallel_for(shape.tiles, 1, [&, isa](std::size_t lo, std::size_t hi) {
       for (std::size_t n0 = 0; n0 < batch; n0 += block)
         for (std::size_t t = lo; t < hi; ++t)
-          cpu::direct::weight_grad_block_dispatch<G>(isa, padded + n0 * V::cin * V::plane,
-                                                     dyt + n0 * valid * shape.padded_cout, std::min(block, batch - n0),
-                                                     (t % kt) * shape.kr, (t / kt) * shape.oc_per_tile, dw_t, n0 == 0);
+          cpu::direct::weight_grad_tile_dispatch<G>(isa, padded + n0 * V::cin * V::plane,
+                                                    dyt + n0 * valid * shape.padded_cout, std::min(block, batch - n0),
+                                                    t, dw_t, n0 == 0);
     });
     for (std::size_t o = 0; o < V::cout; ++o)
       for (std::size_t k = 0; k < patch; ++k)
@@ -203,21 +217,14 @@ struct ops::Conv2dKernels<Cpu> {
     // dX: the "full" convolution of dY with the rotated, transposed kernel.
     using Gt = cpu::direct::transposed_geometry<G>;
     using Vt = cpu::direct::Wide<Gt>;
-    const std::size_t mr = cpu::direct::forward_rows_for(isa), rows = (Vt::cout + mr - 1) / mr * mr;
-    ws.packed_t.resize(rows * Vt::cin * Vt::taps);
-    if (mr == 8)
-      cpu::direct::pack_weights<G, 8>(w, ws.packed_t.data(), true);
-    else
-      cpu::direct::pack_weights<G, 6>(w, ws.packed_t.data(), true);
-    pool.parallel_for(batch, 1, [&, isa, rows](std::size_t lo, std::size_t hi) {
-      float* wide = cpu::detail::conv_scratch<float>(rows * Vt::positions + Vt::cin * Vt::plane).data();
-      float* padded_dy = wide + rows * Vt::positions;
-      for (std::size_t n = lo; n < hi; ++n) {
-        cpu::direct::pad_sample<Gt>(dy + n * G::out_size, padded_dy, relu_y ? relu_y + n * G::out_size : nullptr);
-        cpu::direct::forward_sample_dispatch<Gt>(isa, padded_dy, ws.packed_t.data(), nullptr, wide);
-        cpu::direct::unwiden<Gt>(wide, dx + n * G::in_size, Vt::cout);
-      }
-    });
+    const std::size_t rows = cpu::direct::forward_rows<Gt>(isa);
+    cpu::direct::pack_for<G, Gt>(isa, w, ws.packed_t, true);
+    run_groups<Gt>(
+        ctx, isa, batch, rows, ws.packed_t.data(), nullptr,
+        [&](std::size_t n, float* padded_dy) {
+          cpu::direct::pad_sample<Gt>(dy + n * G::out_size, padded_dy, relu_y ? relu_y + n * G::out_size : nullptr);
+        },
+        [&](std::size_t n, const float* wide) { cpu::direct::unwiden<Gt>(wide, dx + n * G::in_size, Vt::cout); });
   }
 
   // ---- im2col path: any stride, any T -----------------------------------------------------------

@@ -38,16 +38,21 @@ namespace cohort::cpu::direct {
 constexpr std::size_t round_up(std::size_t n, std::size_t m) noexcept { return (n + m - 1) / m * m; }
 
 /// The wide-plane geometry of a stride-1 convolution described by G (a Conv2dGeometry).
+///
+/// Rows have stride Wp = W + P, not W + 2P: the P zeros that start row r+1 double as the right
+/// padding of row r (a tap past the end of a row reads them). Fewer garbage columns per row, and
+/// P more zeros after the last row keep the bottom-right taps inside the plane.
 template <class G>
 struct Wide {
   static_assert(G::stride == 1, "direct convolution: stride 1 only");
   static constexpr std::size_t k = G::kernel, cin = G::in_channels, cout = G::out_channels;
-  static constexpr std::size_t hp = G::in_h + 2 * G::padding, wp = G::in_w + 2 * G::padding;
+  static constexpr std::size_t hp = G::in_h + 2 * G::padding, wp = G::in_w + G::padding;
   static constexpr std::size_t ho = G::out_h, wo = G::out_w;
-  /// Wide output positions computed (a multiple of the widest tile, 32 floats).
-  static constexpr std::size_t positions = round_up(ho * wp, 32);
+  static_assert(wo <= wp, "direct convolution: needs padding < kernel");
+  /// Wide output positions computed: Ho rows of Wp, rounded up to a whole widest vector.
+  static constexpr std::size_t positions = round_up(ho * wp, 16);
   /// Floats per padded input plane: everything a tile may read, rounded to a cache line.
-  static constexpr std::size_t plane = round_up(std::max(hp * wp, positions + (k - 1) * (wp + 1)), 16);
+  static constexpr std::size_t plane = round_up(std::max(hp * wp + G::padding, positions + (k - 1) * (wp + 1)), 16);
   static constexpr std::size_t taps = k * k;
 };
 
@@ -71,9 +76,32 @@ void pad_sample(const float* __restrict x, float* __restrict xt, const float* __
   }
 }
 
-/// Output channels per register tile of the forward/dX kernel.
-template <int W>
-constexpr std::size_t forward_rows = W == 16 ? 8 : 6;
+/// Register tile of the forward/dX kernel: `mr` output channels x `nv` vectors of positions.
+/// Loads per FMA are (mr + nv) / (mr * nv); rows past Cout (padding of the last block) are
+/// wasted work. The choice minimises both within the accumulators the instruction set has
+/// (24 of 32 zmm registers, 12 of 16 ymm/xmm).
+template <int W, class G>
+struct ForwardTile {
+  struct Choice {
+    std::size_t mr, nv;
+  };
+  static constexpr Choice choose() {
+    constexpr Choice wide[] = {{8, 3}, {6, 4}, {12, 2}, {8, 2}};
+    constexpr Choice narrow[] = {{6, 2}, {4, 3}, {3, 4}};
+    const std::size_t cout = G::out_channels, n = W == 16 ? 4 : 3;
+    Choice best{};
+    double best_cost = 1e9;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Choice c = W == 16 ? wide[i] : narrow[i];
+      const double waste = double(round_up(cout, c.mr)) / double(cout);
+      const double cost = double(c.mr + c.nv) / double(c.mr * c.nv) * waste + waste; // loads + FMAs per useful FMA
+      if (cost < best_cost - 1e-12) best_cost = cost, best = c;
+    }
+    return best;
+  }
+  static constexpr std::size_t mr = choose().mr, nv = choose().nv;
+  static constexpr std::size_t blocks = (G::out_channels + mr - 1) / mr;
+};
 
 /// Packs W (out, in, K, K) into blocks of MR output channels: [block][c][tap][r], zero-padded.
 /// `transpose_rotate` packs the weights of the dX convolution instead: W'[c][o][K-1-kh][K-1-kw].
@@ -97,114 +125,169 @@ void pack_weights(const float* __restrict w, float* __restrict out, bool transpo
         }
 }
 
-/// One sample: wide output (blocks*MR x Wide::positions) = bias + conv(xt, packed weights).
-template <int W, class G>
-COHORT_ALWAYS_INLINE void forward_sample(const float* __restrict xt, const float* __restrict wpk,
-                                         const float* __restrict bias, float* __restrict yw) {
+/// MR output channels x NV vectors of wide positions from p0, over the whole (c, tap) reduction.
+template <int W, class G, std::size_t MR, std::size_t NV>
+COHORT_ALWAYS_INLINE void forward_tile(const float* __restrict xt, const float* __restrict wb,
+                                       const float* __restrict bias, std::size_t row0, std::size_t p0,
+                                       float* __restrict yw) {
   using V = Wide<G>;
-  constexpr std::size_t MR = forward_rows<W>, K = V::k, NR = 2 * W;
-  constexpr std::size_t blocks = (V::cout + MR - 1) / MR;
-  for (std::size_t b = 0; b < blocks; ++b) {
-    const float* __restrict wb = wpk + b * V::cin * V::taps * MR;
-    for (std::size_t p0 = 0; p0 < V::positions; p0 += NR) {
-      vec<W> acc0[MR], acc1[MR];
-      for (std::size_t r = 0; r < MR; ++r) {
-        const float init = bias && b * MR + r < V::cout ? bias[b * MR + r] : 0.f;
-        acc0[r] = broadcast<W>(init);
-        acc1[r] = acc0[r];
-      }
-      for (std::size_t c = 0; c < V::cin; ++c) {
-        const float* __restrict xc = xt + c * V::plane + p0;
-        const float* __restrict wc = wb + c * V::taps * MR;
+  constexpr std::size_t K = V::k;
+  vec<W> acc[MR][NV];
+  for (std::size_t r = 0; r < MR; ++r) {
+    const vec<W> init = broadcast<W>(bias && row0 + r < V::cout ? bias[row0 + r] : 0.f);
+    for (std::size_t v = 0; v < NV; ++v) acc[r][v] = init;
+  }
+  for (std::size_t c = 0; c < V::cin; ++c) {
+    const float* __restrict xc = xt + c * V::plane + p0;
+    const float* __restrict wc = wb + c * V::taps * MR;
 #pragma GCC unroll 25
-        for (std::size_t t = 0; t < V::taps; ++t) {
-          const std::size_t off = (t / K) * V::wp + t % K;
-          const vec<W> x0 = load<W>(xc + off), x1 = load<W>(xc + off + W);
-#pragma GCC unroll 8
-          for (std::size_t r = 0; r < MR; ++r) {
-            const vec<W> wv = broadcast<W>(wc[t * MR + r]);
-            acc0[r] += wv * x0;
-            acc1[r] += wv * x1;
-          }
-        }
-      }
+    for (std::size_t t = 0; t < V::taps; ++t) {
+      // A compiler barrier per tap: GCC would otherwise hoist the next taps' loads and spill
+      // accumulators to make room for them.
+      asm volatile("" ::: "memory");
+      const float* __restrict xs = xc + (t / K) * V::wp + t % K;
+      vec<W> x[NV];
+      for (std::size_t v = 0; v < NV; ++v) x[v] = load<W>(xs + v * W);
+#pragma GCC unroll 12
       for (std::size_t r = 0; r < MR; ++r) {
-        float* out = yw + (b * MR + r) * V::positions + p0;
-        store<W>(out, acc0[r]);
-        store<W>(out + W, acc1[r]);
+        const vec<W> wv = broadcast<W>(wc[t * MR + r]);
+        for (std::size_t v = 0; v < NV; ++v) acc[r][v] += wv * x[v];
       }
     }
   }
+  for (std::size_t r = 0; r < MR; ++r)
+    for (std::size_t v = 0; v < NV; ++v) store<W>(yw + (row0 + r) * V::positions + p0 + v * W, acc[r][v]);
 }
 
-/// Register tile of the dW kernel: KR patch entries x OV vectors of output channels (fewer
-/// entries when the whole patch is smaller, as for 1-channel first layers).
-template <int W, std::size_t Patch = 1000000>
-struct WeightGradTile {
-  static constexpr std::size_t kr = std::min<std::size_t>(W == 16 ? 12 : 6, Patch), ov = 2;
-};
+/// Samples per group of the forward kernel: a group's padded inputs (about 384 KiB) stay in L2
+/// while every weight block passes over them, so weights are read from memory once per group,
+/// not once per sample (model D's 256->512 layer has 4.7 MB of weights).
+template <class G>
+inline constexpr std::size_t
+    forward_group = std::clamp<std::size_t>((384u << 10) / (Wide<G>::cin * Wide<G>::plane * sizeof(float)), 1, 16);
+
+/// `count` samples: wide outputs (blocks*MR x Wide::positions each, consecutive) = bias +
+/// conv(xt, packed weights), xt holding the samples' padded planes consecutively.
+template <int W, class G>
+COHORT_ALWAYS_INLINE void forward_samples(const float* __restrict xt, std::size_t count, const float* __restrict wpk,
+                                          const float* __restrict bias, float* __restrict yw) {
+  using V = Wide<G>;
+  using T = ForwardTile<W, G>;
+  constexpr std::size_t MR = T::mr, NV = T::nv, step = NV * W;
+  constexpr std::size_t full = V::positions / step * step, tail = (V::positions - full) / W;
+  constexpr std::size_t in_stride = V::cin * V::plane, out_stride = T::blocks * MR * V::positions;
+  for (std::size_t b = 0; b < T::blocks; ++b) {
+    const float* __restrict wb = wpk + b * V::cin * V::taps * MR;
+    for (std::size_t n = 0; n < count; ++n) {
+      const float* xn = xt + n * in_stride;
+      float* yn = yw + n * out_stride;
+      for (std::size_t p0 = 0; p0 < full; p0 += step) forward_tile<W, G, MR, NV>(xn, wb, bias, b * MR, p0, yn);
+      if constexpr (tail > 0) forward_tile<W, G, MR, tail>(xn, wb, bias, b * MR, full, yn);
+    }
+  }
+}
 
 /// Output channels padded to whole vectors: the row length of transposed dY and dW.
 template <class G, int W>
 inline constexpr std::size_t padded_cout = round_up(G::out_channels, std::size_t(W));
 
-/// dWt[k][o] for patch entries [k0, k0+KR) and channels [o0, o0+OV*W), summed over samples
-/// [0, nb) of a block: X in padded wide planes, dYt as (sample, valid position, channel).
-/// `first` starts the sums at zero, otherwise they continue from dWt (the previous block).
+/// Register tile of the dW kernel: `rows` kernel rows (all K taps of each) of one input channel
+/// x `ov` vectors of output channels. Tap offsets inside a tile are then compile-time constants
+/// from one pointer (no address registers to spill), and the shape minimises loads per FMA,
+/// 1/(rows*K) + 1/ov, within the accumulator registers the instruction set has (24 of 32 zmm,
+/// 12 of 16 ymm/xmm).
 template <int W, class G>
-COHORT_ALWAYS_INLINE void weight_grad_block(const float* __restrict xt, const float* __restrict dyt, std::size_t nb,
-                                            std::size_t k0, std::size_t o0, float* __restrict dwt, bool first) {
-  using V = Wide<G>;
-  constexpr std::size_t patch = V::cin * V::taps;
-  constexpr std::size_t KR = WeightGradTile<W, patch>::kr, OV = WeightGradTile<W, patch>::ov;
-  constexpr std::size_t cp = padded_cout<G, W>, valid = V::ho * V::wo;
-  const std::size_t ov = std::min(OV, (cp - o0) / W); // 1 when only one vector of channels is left
-  std::size_t off[KR];
-  for (std::size_t j = 0; j < KR; ++j) {
-    const std::size_t k = std::min(k0 + j, patch - 1); // past the end: repeat a valid entry, result unused
-    off[j] = (k / V::taps) * V::plane + (k % V::taps / V::k) * V::wp + k % V::k;
+struct WeightGradTile {
+  static constexpr std::size_t k = G::kernel, vectors = padded_cout<G, W> / W;
+  static constexpr std::size_t budget = W == 16 ? 24 : 12;
+  struct Choice {
+    std::size_t rows, ov;
+  };
+  static constexpr Choice choose() {
+    Choice best{1, 1};
+    double best_cost = 1e9;
+    for (std::size_t r = 1; r <= k; ++r)
+      for (std::size_t v = 1; v <= vectors; ++v) {
+        if (r * k * v > budget && !(r == 1 && v == 1)) continue;
+        const double cost = 1.0 / double(r * k) + 1.0 / double(v);
+        if (cost < best_cost - 1e-12) best_cost = cost, best = {r, v};
+      }
+    return best;
   }
-  vec<W> acc[KR][OV];
-  for (std::size_t j = 0; j < KR; ++j)
-    for (std::size_t v = 0; v < OV; ++v)
-      acc[j][v] = first || v >= ov || k0 + j >= patch ? vec<W>{} : load<W>(dwt + (k0 + j) * cp + o0 + v * W);
+  static constexpr std::size_t rows = choose().rows, ov = choose().ov;
+  /// Tiles along each axis, and the sizes of the last (partial) tile of each.
+  static constexpr std::size_t row_groups = (k + rows - 1) / rows, channel_groups = (vectors + ov - 1) / ov;
+  static constexpr std::size_t last_rows = k - (row_groups - 1) * rows, last_ov = vectors - (channel_groups - 1) * ov;
+  static constexpr std::size_t count = G::in_channels * row_groups * channel_groups;
+};
+
+/// dWt[k][o] for the patch entries of input channel c, kernel rows [kh0, kh0+Rows), and output
+/// channels [o0, o0+Ov*W), summed over samples [0, nb) of a block: X in padded wide planes, dYt
+/// as (sample, valid position, channel). `first` starts the sums at zero, otherwise they
+/// continue from dWt (the previous block). Every lane sums its (n, position) terms in order.
+template <int W, class G, std::size_t Rows, std::size_t Ov>
+COHORT_ALWAYS_INLINE void weight_grad_block(const float* __restrict xt, const float* __restrict dyt, std::size_t nb,
+                                            std::size_t c, std::size_t kh0, std::size_t o0, float* __restrict dwt,
+                                            bool first) {
+  using V = Wide<G>;
+  constexpr std::size_t K = V::k, E = Rows * K;
+  constexpr std::size_t cp = padded_cout<G, W>, valid = V::ho * V::wo;
+  const std::size_t k0 = c * V::taps + kh0 * K; // patch index of the tile's first entry
+  vec<W> acc[E][Ov];
+  for (std::size_t j = 0; j < E; ++j)
+    for (std::size_t v = 0; v < Ov; ++v) acc[j][v] = first ? vec<W>{} : load<W>(dwt + (k0 + j) * cp + o0 + v * W);
   for (std::size_t n = 0; n < nb; ++n) {
-    const float* __restrict xn = xt + n * V::cin * V::plane;
-    const float* __restrict dn = dyt + n * valid * cp + o0;
+    const float* __restrict xn = xt + (n * V::cin + c) * V::plane + kh0 * V::wp;
+    const float* __restrict drow = dyt + n * valid * cp + o0;
     for (std::size_t h = 0; h < V::ho; ++h)
-      for (std::size_t w = 0; w < V::wo; ++w) {
-        const std::size_t p = h * V::wp + w;
-        const float* drow = dn + (h * V::wo + w) * cp;
-        if (ov == OV) {
-          const vec<W> d0 = load<W>(drow), d1 = load<W>(drow + W);
-#pragma GCC unroll 12
-          for (std::size_t j = 0; j < KR; ++j) {
-            const vec<W> xb = broadcast<W>(xn[off[j] + p]);
-            acc[j][0] += xb * d0;
-            acc[j][1] += xb * d1;
-          }
-        } else {
-          const vec<W> d0 = load<W>(drow);
-#pragma GCC unroll 12
-          for (std::size_t j = 0; j < KR; ++j) acc[j][0] += broadcast<W>(xn[off[j] + p]) * d0;
+      for (std::size_t w = 0; w < V::wo; ++w, drow += cp) {
+        const float* __restrict xp = xn + h * V::wp + w;
+        vec<W> d[Ov];
+        for (std::size_t v = 0; v < Ov; ++v) d[v] = load<W>(drow + v * W);
+#pragma GCC unroll 25
+        for (std::size_t j = 0; j < E; ++j) {
+          const vec<W> xb = broadcast<W>(xp[(j / K) * V::wp + j % K]);
+#pragma GCC unroll 8
+          for (std::size_t v = 0; v < Ov; ++v) acc[j][v] += xb * d[v];
         }
       }
   }
-  for (std::size_t j = 0; j < KR && k0 + j < patch; ++j)
-    for (std::size_t v = 0; v < ov; ++v) store<W>(dwt + (k0 + j) * cp + o0 + v * W, acc[j][v]);
+  for (std::size_t j = 0; j < E; ++j)
+    for (std::size_t v = 0; v < Ov; ++v) store<W>(dwt + (k0 + j) * cp + o0 + v * W, acc[j][v]);
+}
+
+/// Runs tile `t` of WeightGradTile<W, G>'s enumeration (input channel and kernel-row group
+/// fastest, so consecutive tiles share one slice of dY): picks the full or partial instance.
+template <int W, class G>
+COHORT_ALWAYS_INLINE void weight_grad_tile(const float* xt, const float* dyt, std::size_t nb, std::size_t t, float* dwt,
+                                           bool first) {
+  using T = WeightGradTile<W, G>;
+  const std::size_t rg = t % T::row_groups, c = t / T::row_groups % G::in_channels,
+                    og = t / (T::row_groups * G::in_channels);
+  const std::size_t kh0 = rg * T::rows, o0 = og * T::ov * W;
+  const bool full_rows = rg + 1 < T::row_groups, full_ov = og + 1 < T::channel_groups;
+  if (full_rows && full_ov)
+    weight_grad_block<W, G, T::rows, T::ov>(xt, dyt, nb, c, kh0, o0, dwt, first);
+  else if (full_rows)
+    weight_grad_block<W, G, T::rows, T::last_ov>(xt, dyt, nb, c, kh0, o0, dwt, first);
+  else if (full_ov)
+    weight_grad_block<W, G, T::last_rows, T::ov>(xt, dyt, nb, c, kh0, o0, dwt, first);
+  else
+    weight_grad_block<W, G, T::last_rows, T::last_ov>(xt, dyt, nb, c, kh0, o0, dwt, first);
 }
 
 // Entry points compiled for each instruction set (the always-inline bodies above take the
 // caller's target).
 #define COHORT_DIRECT_ENTRIES(SUFFIX, TARGET, WIDTH)                                                                   \
   template <class G>                                                                                                   \
-  TARGET void forward_sample_##SUFFIX(const float* xt, const float* wpk, const float* bias, float* yw) {               \
-    forward_sample<WIDTH, G>(xt, wpk, bias, yw);                                                                       \
+  TARGET void forward_samples_##SUFFIX(const float* xt, std::size_t count, const float* wpk, const float* bias,        \
+                                       float* yw) {                                                                    \
+    forward_samples<WIDTH, G>(xt, count, wpk, bias, yw);                                                               \
   }                                                                                                                    \
   template <class G>                                                                                                   \
-  TARGET void weight_grad_block_##SUFFIX(const float* xt, const float* dyt, std::size_t nb, std::size_t k0,            \
-                                         std::size_t o0, float* dwt, bool first) {                                     \
-    weight_grad_block<WIDTH, G>(xt, dyt, nb, k0, o0, dwt, first);                                                      \
+  TARGET void weight_grad_tile_##SUFFIX(const float* xt, const float* dyt, std::size_t nb, std::size_t t, float* dwt,  \
+                                        bool first) {                                                                  \
+    weight_grad_tile<WIDTH, G>(xt, dyt, nb, t, dwt, first);                                                            \
   }
 COHORT_DIRECT_ENTRIES(avx512, COHORT_TARGET_AVX512, 16)
 COHORT_DIRECT_ENTRIES(avx2, COHORT_TARGET_AVX2, 8)
@@ -214,45 +297,45 @@ COHORT_DIRECT_ENTRIES(generic, , 4)
 inline int width(Isa isa) noexcept { return isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 4; }
 
 template <class G>
-void forward_sample_dispatch(Isa isa, const float* xt, const float* wpk, const float* bias, float* yw) {
+void forward_samples_dispatch(Isa isa, const float* xt, std::size_t count, const float* wpk, const float* bias,
+                              float* yw) {
   switch (isa) {
   case Isa::avx512:
-    forward_sample_avx512<G>(xt, wpk, bias, yw);
+    forward_samples_avx512<G>(xt, count, wpk, bias, yw);
     break;
   case Isa::avx2:
-    forward_sample_avx2<G>(xt, wpk, bias, yw);
+    forward_samples_avx2<G>(xt, count, wpk, bias, yw);
     break;
   default:
-    forward_sample_generic<G>(xt, wpk, bias, yw);
+    forward_samples_generic<G>(xt, count, wpk, bias, yw);
     break;
   }
 }
 template <class G>
-void weight_grad_block_dispatch(Isa isa, const float* xt, const float* dyt, std::size_t nb, std::size_t k0,
-                                std::size_t o0, float* dwt, bool first) {
+void weight_grad_tile_dispatch(Isa isa, const float* xt, const float* dyt, std::size_t nb, std::size_t t, float* dwt,
+                               bool first) {
   switch (isa) {
   case Isa::avx512:
-    weight_grad_block_avx512<G>(xt, dyt, nb, k0, o0, dwt, first);
+    weight_grad_tile_avx512<G>(xt, dyt, nb, t, dwt, first);
     break;
   case Isa::avx2:
-    weight_grad_block_avx2<G>(xt, dyt, nb, k0, o0, dwt, first);
+    weight_grad_tile_avx2<G>(xt, dyt, nb, t, dwt, first);
     break;
   default:
-    weight_grad_block_generic<G>(xt, dyt, nb, k0, o0, dwt, first);
+    weight_grad_tile_generic<G>(xt, dyt, nb, t, dwt, first);
     break;
   }
 }
 
-/// The dW kernel's tile shape and channel padding for an instruction set.
+/// The dW kernel's tile count and channel padding for an instruction set.
 struct WeightGradShape {
-  std::size_t kr, oc_per_tile, padded_cout;
+  std::size_t tiles, padded_cout;
 };
 template <class G>
 WeightGradShape weight_grad_shape(Isa isa) noexcept {
-  constexpr std::size_t patch = G::in_channels * G::kernel * G::kernel;
-  const std::size_t w = isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 4;
-  const std::size_t kr = w == 16 ? WeightGradTile<16, patch>::kr : WeightGradTile<8, patch>::kr;
-  return {kr, 2 * w, round_up(G::out_channels, w)};
+  if (isa == Isa::avx512) return {WeightGradTile<16, G>::count, padded_cout<G, 16>};
+  if (isa == Isa::avx2) return {WeightGradTile<8, G>::count, padded_cout<G, 8>};
+  return {WeightGradTile<4, G>::count, padded_cout<G, 4>};
 }
 
 /// db[o] (+)= sum over samples and positions of dYt[n][q][o], vectorised over channels: each
@@ -260,13 +343,24 @@ WeightGradShape weight_grad_shape(Isa isa) noexcept {
 template <int W>
 COHORT_ALWAYS_INLINE void bias_grad_impl(const float* __restrict dyt, std::size_t rows, std::size_t padded,
                                          std::size_t cout, float* __restrict db, bool accumulate) {
-  for (std::size_t o0 = 0; o0 < padded; o0 += W) {
-    vec<W> acc{};
-    for (std::size_t r = 0; r < rows; ++r) acc += load<W>(dyt + r * padded + o0);
-    float lanes[W];
-    __builtin_memcpy(lanes, &acc, sizeof acc);
-    for (std::size_t l = 0; l < std::size_t(W) && o0 + l < cout; ++l)
-      db[o0 + l] = accumulate ? db[o0 + l] + lanes[l] : lanes[l];
+  // Up to 8 channel vectors per pass over the rows: contiguous reads and 8 independent sums.
+  constexpr std::size_t chunk = 8 * W;
+  for (std::size_t c0 = 0; c0 < padded; c0 += chunk) {
+    const std::size_t nv = std::min(chunk, padded - c0) / W;
+    vec<W> acc[8] = {};
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* row = dyt + r * padded + c0;
+      for (std::size_t v = 0; v < 8; ++v)
+        if (v < nv) acc[v] += load<W>(row + v * W);
+    }
+    for (std::size_t v = 0; v < nv; ++v) {
+      float lanes[W];
+      __builtin_memcpy(lanes, &acc[v], sizeof acc[v]);
+      for (std::size_t l = 0; l < std::size_t(W) && c0 + v * W + l < cout; ++l) {
+        const std::size_t o = c0 + v * W + l;
+        db[o] = accumulate ? db[o] + lanes[l] : lanes[l];
+      }
+    }
   }
 }
 COHORT_TARGET_AVX512 inline void bias_grad_avx512(const float* dyt, std::size_t rows, std::size_t padded,
@@ -323,8 +417,28 @@ void transpose_dy(const float* dy, float* dyt, std::size_t padded, const float* 
     transpose_dy_impl<G, false>(dy, dyt, padded, relu_of);
 }
 
-/// Rows (MR) of the forward kernel for an instruction set.
-inline std::size_t forward_rows_for(Isa isa) noexcept { return isa == Isa::avx512 ? 8 : 6; }
+/// Output rows of the forward kernel's blocks (Cout rounded up to the tile's MR) for an
+/// instruction set: the row count of the wide output buffer.
+template <class Gk>
+std::size_t forward_rows(Isa isa) noexcept {
+  const std::size_t mr = isa == Isa::avx512 ? ForwardTile<16, Gk>::mr
+                         : isa == Isa::avx2 ? ForwardTile<8, Gk>::mr
+                                            : ForwardTile<4, Gk>::mr;
+  return round_up(Gk::out_channels, mr);
+}
+
+/// Packs the weights of G for the forward kernel of Gk on an instruction set: Gk = G for the
+/// forward pass, Gk = transposed_geometry<G> with `transpose_rotate` for dX.
+template <class G, class Gk>
+void pack_for(Isa isa, const float* w, HostBuffer<float>& out, bool transpose_rotate) {
+  out.resize(forward_rows<Gk>(isa) * Gk::in_channels * Gk::kernel * Gk::kernel);
+  if (isa == Isa::avx512)
+    pack_weights<G, ForwardTile<16, Gk>::mr>(w, out.data(), transpose_rotate);
+  else if (isa == Isa::avx2)
+    pack_weights<G, ForwardTile<8, Gk>::mr>(w, out.data(), transpose_rotate);
+  else
+    pack_weights<G, ForwardTile<4, Gk>::mr>(w, out.data(), transpose_rotate);
+}
 
 /// Copies the valid columns of a wide output (rows x Wide::positions) into (rows, ho, wo),
 /// applying max(., 0) when a following ReLU is fused.
