@@ -61,6 +61,16 @@ struct Conv2d {
     template <class Backend, class T>
     static constexpr bool fuses_relu = ops::Conv2dKernels<Backend>::template fuses_relu<geometry, T>;
 
+    /// Whether the backend can also apply a max-pool of geometry PoolGeometry after that ReLU:
+    /// the executor then runs Conv2d -> ReLU -> MaxPool2d as this one layer.
+    template <class Backend, class T, class PoolGeometry>
+    static constexpr bool fuses_relu_pool = [] {
+      if constexpr (requires { ops::Conv2dKernels<Backend>::template fuses_relu_pool<geometry, PoolGeometry, T>; })
+        return ops::Conv2dKernels<Backend>::template fuses_relu_pool<geometry, PoolGeometry, T>;
+      else
+        return false;
+    }();
+
     template <class Backend, class T>
     static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       ops::Conv2dKernels<Backend>::template forward<geometry>(a.ctx, a.x, a.params + offsets[0], a.params + offsets[1],
@@ -71,6 +81,19 @@ struct Conv2d {
       ops::Conv2dKernels<Backend>::template backward<geometry>(a.ctx, a.x, a.params + offsets[0], a.dy, a.dx,
                                                                a.grads + offsets[0], a.grads + offsets[1], a.batch,
                                                                a.accumulate, ws, a.fused_relu ? a.y : nullptr);
+    }
+    /// Conv2d -> ReLU -> MaxPool2d fused (fuses_relu_pool): `a.y` is the pool's output.
+    template <class Backend, class T, class PoolGeometry>
+    static void forward_relu_pool(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
+      ops::Conv2dKernels<Backend>::template forward_relu_pool<geometry, PoolGeometry>(
+          a.ctx, a.x, a.params + offsets[0], a.params + offsets[1], a.y, a.batch, ws);
+    }
+    /// Its backward: `a.dy` and `a.y` are the pool's output gradient and output.
+    template <class Backend, class T, class PoolGeometry>
+    static void backward_relu_pool(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
+      ops::Conv2dKernels<Backend>::template backward_relu_pool<geometry, PoolGeometry>(
+          a.ctx, a.x, a.params + offsets[0], a.dy, a.y, a.dx, a.grads + offsets[0], a.grads + offsets[1], a.batch,
+          a.accumulate, ws);
     }
   };
 };

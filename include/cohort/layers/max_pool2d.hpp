@@ -54,4 +54,10 @@ struct MaxPool2d {
   };
 };
 
+/// Whether layer descriptor L is a MaxPool2d (the executor fuses Conv2d -> ReLU -> MaxPool2d).
+template <class L>
+inline constexpr bool is_max_pool2d = false;
+template <std::size_t Kernel, std::size_t Stride, std::size_t Padding>
+inline constexpr bool is_max_pool2d<MaxPool2d<Kernel, Stride, Padding>> = true;
+
 } // namespace cohort

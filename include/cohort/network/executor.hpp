@@ -18,6 +18,7 @@
 
 #include "cohort/core/error.hpp"
 #include "cohort/layers/layer.hpp"
+#include "cohort/layers/max_pool2d.hpp"
 #include "cohort/layers/relu.hpp"
 #include "cohort/network/parameters.hpp"
 #include "cohort/network/sequential.hpp"
@@ -90,9 +91,9 @@ class Executor {
     capacity_ = batch;
     each_layer([&]<std::size_t I>() {
       using B = layer<I>;
-      // A layer whose ReLU is fused writes straight into the ReLU's buffer.
+      // Layers fused into a group write only the group's last output.
       if constexpr (!detail::is_view_layer<B>())
-        if (!fused(fuses_next_relu<I>())) outputs_[I].resize(batch * B::output_shape::size);
+        if (writes_output<I>()) outputs_[I].resize(batch * B::output_shape::size);
       std::get<I>(states_).reserve(batch);
     });
   }
@@ -110,15 +111,11 @@ class Executor {
       using B = layer<I>;
       if constexpr (detail::is_view_layer<B>()) {
         act_[I + 1] = act_[I];
-      } else if (fused(fused_into_previous<I>())) {
-        act_[I + 1] = act_[I]; // the previous layer already applied this ReLU
+      } else if (absorbed<I>()) {
+        act_[I + 1] = act_[I]; // an earlier layer of the group already applied this one
       } else {
-        const bool relu = fused(fuses_next_relu<I>());
-        T* out = relu ? outputs_[I + 1].data() : outputs_[I].data();
-        if (!relu && outputs_[I].size() < batch_ * B::output_shape::size) { // fusion was switched off
-          outputs_[I].resize(capacity_ * B::output_shape::size);
-          out = outputs_[I].data();
-        }
+        const std::size_t fused = fused_count<I>();
+        T* out = group_output<I>(fused);
         const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         const ForwardArgs<Backend, T> args{ctx,
                                            step_,
@@ -129,8 +126,15 @@ class Executor {
                                            p.counters.data() + Net::layout.counter_base[I],
                                            act_[I],
                                            out,
-                                           relu};
-        B::template forward<Backend, T>(args, std::get<I>(states_));
+                                           fused >= 1};
+        if constexpr (fusable<I>() == 2) {
+          if (fused == 2)
+            B::template forward_relu_pool<Backend, T, typename layer<I + 2>::geometry>(args, std::get<I>(states_));
+          else
+            B::template forward<Backend, T>(args, std::get<I>(states_));
+        } else {
+          B::template forward<Backend, T>(args, std::get<I>(states_));
+        }
         act_[I + 1] = out;
         if (profile_) {
           profile_->forward[I] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -164,9 +168,9 @@ class Executor {
       if constexpr (detail::is_view_layer<B>()) {
         return; // d_out already is d_in
       } else {
-        if (fused(fused_into_previous<I>())) return; // handled by the layer before, which sees d_out
+        if (absorbed<I>()) return; // handled by the group's first layer, which sees d_out
         if (!need_dx && B::parameters.size() == 0) return;
-        const bool relu = fused(fuses_next_relu<I>());
+        const std::size_t fused = fused_count<I>();
         const int target = holder == 0 ? 1 : 0;
         T* dx = need_dx ? grads_[target].data() : nullptr;
         const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -182,8 +186,15 @@ class Executor {
                                             d_out,
                                             dx,
                                             opts.accumulate,
-                                            relu};
-        B::template backward<Backend, T>(args, std::get<I>(states_));
+                                            fused >= 1};
+        if constexpr (fusable<I>() == 2) {
+          if (fused == 2)
+            B::template backward_relu_pool<Backend, T, typename layer<I + 2>::geometry>(args, std::get<I>(states_));
+          else
+            B::template backward<Backend, T>(args, std::get<I>(states_));
+        } else {
+          B::template backward<Backend, T>(args, std::get<I>(states_));
+        }
         if (profile_)
           profile_->backward[I] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if constexpr (B::parameters.size() > 0) hook(I);
@@ -204,35 +215,73 @@ class Executor {
     }
   }
 
-  /// Fusion of a ReLU into the layer before it (on by default where the backend supports it).
-  /// Results are bitwise the same either way; off costs a memory pass per fused pair.
+  /// Fusion of a ReLU, or a ReLU and a max-pool, into the convolution before them (on by
+  /// default where the backend supports it). Results are bitwise the same either way; off costs
+  /// memory passes over full-size activations and gradients.
   void set_fusion(bool on) noexcept { fusion_ = on; }
   bool fusion() const noexcept { return fusion_; }
 
   /// Batch size of the last forward pass.
   std::size_t batch() const noexcept { return batch_; }
-  /// Output of layer `i` (input of layer i+1) from the last forward pass.
+  /// Output of layer `i` (input of layer i+1) from the last forward pass. Inside a fused group
+  /// (Conv2d -> ReLU [-> MaxPool2d]) every layer reports the group's output.
   const T* activation(std::size_t i) const noexcept { return act_[i + 1]; }
 
  private:
-  /// Layer I can apply layer I+1, a ReLU, inside its own kernels.
+  /// How many following layers layer I can run inside its own kernels: 1 for a ReLU the
+  /// backend fuses, 2 for a ReLU and then a max-pool, else 0.
   template <std::size_t I>
-  static constexpr bool fuses_next_relu() {
+  static constexpr std::size_t fusable() {
     if constexpr (I + 1 < L) {
       using B = layer<I>;
-      if constexpr (requires { B::template fuses_relu<Backend, T>; })
-        return B::template fuses_relu<Backend, T> && std::is_same_v<typename layer<I + 1>::layer, ReLU>;
+      if constexpr (requires { B::template fuses_relu<Backend, T>; }) {
+        if constexpr (B::template fuses_relu<Backend, T> && std::is_same_v<typename layer<I + 1>::layer, ReLU>) {
+          if constexpr (I + 2 < L) {
+            using P = layer<I + 2>;
+            if constexpr (is_max_pool2d<typename P::layer>)
+              if constexpr (B::template fuses_relu_pool<Backend, T, typename P::geometry>) return 2;
+          }
+          return 1;
+        }
+      }
     }
+    return 0;
+  }
+  /// Layers fused into layer I on this run (none when fusion is off).
+  template <std::size_t I>
+  std::size_t fused_count() const noexcept {
+    return fusion_ ? fusable<I>() : 0;
+  }
+  /// Layer I runs inside an earlier layer's kernels.
+  template <std::size_t I>
+  bool absorbed() const noexcept {
+    if constexpr (I >= 2) return fused_count<I - 1>() >= 1 || fused_count<I - 2>() >= 2;
+    if constexpr (I == 1) return fused_count<0>() >= 1;
     return false;
   }
+  /// Layer I's output buffer is written (it is the last layer of its group, or in none).
   template <std::size_t I>
-  static constexpr bool fused_into_previous() {
-    if constexpr (I > 0)
-      return fuses_next_relu<I - 1>();
-    else
-      return false;
+  bool writes_output() const noexcept {
+    if (fused_count<I>() > 0) return false;
+    if constexpr (I >= 1) return fused_count<I - 1>() < 2;
+    return true;
   }
-  bool fused(bool possible) const noexcept { return possible && fusion_; }
+  /// The buffer a group led by layer I writes: its last layer's output, grown here if fusion was
+  /// switched since reserve().
+  template <std::size_t I>
+  T* group_output(std::size_t fused) {
+    const auto get = [&]<std::size_t J>() {
+      auto& buffer = outputs_[J];
+      const std::size_t need = capacity_ * layer<J>::output_shape::size;
+      if (buffer.size() < need) buffer.resize(need);
+      return buffer.data();
+    };
+    if constexpr (fusable<I>() == 2)
+      if (fused == 2) return get.template operator()<I + 2>();
+    if constexpr (fusable<I>() >= 1)
+      if (fused == 1) return get.template operator()<I + 1>();
+    return get.template operator()<I>();
+  }
 
   template <class F>
   static void each_layer(F&& f) {

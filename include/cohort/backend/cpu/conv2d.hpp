@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/cpu/conv2d_direct.hpp"
+#include "cohort/backend/cpu/conv2d_dy.hpp"
 #include "cohort/backend/cpu/gemm.hpp"
 #include "cohort/backend/ops.hpp"
 
@@ -97,12 +99,14 @@ HostBuffer<T>& conv_scratch(std::size_t n) {
 
 template <>
 struct ops::Conv2dKernels<Cpu> {
-  /// What a layer keeps between calls: its packed weights. Batch-sized buffers (padded inputs,
-  /// transposed dY) are per-thread transients shared by every layer, so memory grows with the
-  /// largest layer, not with the sum of them.
+  /// What a layer keeps between calls: its packed weights and, when a ReLU and a max-pool are
+  /// fused into it, the pool's argmax. Batch-sized buffers (padded inputs, transposed dY) are
+  /// per-thread transients shared by every layer, so memory grows with the largest layer, not
+  /// with the sum of them.
   template <class G, class T>
   struct workspace {
     HostBuffer<float> packed, packed_t; // weights for forward and for dX
+    HostBuffer<std::uint8_t> window;    // fused pool: argmax of each window (2*down + right)
     void reserve(std::size_t) noexcept {}
   };
 
@@ -112,6 +116,11 @@ struct ops::Conv2dKernels<Cpu> {
   /// A following ReLU can be applied inside the kernels (the executor then skips it).
   template <class G, class T>
   static constexpr bool fuses_relu = use_direct<G, T>;
+  /// A following ReLU and then a 2x2, stride-2 max-pool (geometry PG) can run inside the
+  /// kernels: the convolution's full-size output and gradient then never go to memory.
+  template <class G, class PG, class T>
+  static constexpr bool fuses_relu_pool = use_direct<G, T>&& PG::kernel == 2 && PG::stride == 2 && PG::padding == 0 &&
+                                          PG::channels == G::out_channels&& PG::in_h == G::out_h&& PG::in_w == G::out_w;
 
   /// `relu`: write max(output, 0) (only when fuses_relu).
   template <class G, class T>
@@ -128,9 +137,38 @@ struct ops::Conv2dKernels<Cpu> {
   static void backward(CpuContext& ctx, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::size_t batch,
                        bool accumulate, workspace<G, T>& ws, const T* relu_y = nullptr) {
     if constexpr (use_direct<G, T>)
-      direct_backward<G>(ctx, x, w, dy, dx, dw, db, batch, accumulate, ws, relu_y);
+      direct_backward<G>(ctx, x, w, cpu::direct::PlainDy<G>{dy, relu_y}, dx, dw, db, batch, accumulate, ws);
     else
       im2col_backward<G>(ctx, x, w, dy, dx, dw, db, batch, accumulate);
+  }
+
+  /// Conv2d -> ReLU -> MaxPool2d<2> (when fuses_relu_pool): writes the pool's output (batch,
+  /// PG::out_size) and keeps each window's argmax for backward_relu_pool.
+  template <class G, class PG>
+  static void forward_relu_pool(CpuContext& ctx, const float* x, const float* w, const float* b, float* pooled,
+                                std::size_t batch, workspace<G, float>& ws) {
+    static_assert(fuses_relu_pool<G, PG, float>, "Conv2dKernels<Cpu>: this convolution and pool cannot be fused");
+    const Isa isa = cpu::active_isa();
+    cpu::direct::pack_for<G, G>(isa, w, ws.packed, false);
+    if (ws.window.size() < batch * PG::out_size) ws.window.resize(batch * PG::out_size);
+    std::uint8_t* window = ws.window.data();
+    run_groups<G>(
+        ctx, isa, batch, cpu::direct::forward_rows<G>(isa), ws.packed.data(), b,
+        [&](std::size_t n, float* xt) { cpu::direct::pad_sample<G>(x + n * G::in_size, xt); },
+        [&](std::size_t n, const float* wide) {
+          cpu::direct::pool_wide_dispatch<G>(isa, wide, pooled + n * PG::out_size, window + n * PG::out_size);
+        });
+  }
+
+  /// Backward of forward_relu_pool: `dpool` is the gradient of the pool's output, `pooled` that
+  /// output.
+  template <class G, class PG>
+  static void backward_relu_pool(CpuContext& ctx, const float* x, const float* w, const float* dpool,
+                                 const float* pooled, float* dx, float* dw, float* db, std::size_t batch,
+                                 bool accumulate, workspace<G, float>& ws) {
+    static_assert(fuses_relu_pool<G, PG, float>, "Conv2dKernels<Cpu>: this convolution and pool cannot be fused");
+    direct_backward<G>(ctx, x, w, cpu::direct::PooledDy<G>{dpool, pooled, ws.window.data()}, dx, dw, db, batch,
+                       accumulate, ws);
   }
 
  private:
@@ -141,10 +179,9 @@ struct ops::Conv2dKernels<Cpu> {
                              std::size_t batch, workspace<G, float>& ws, bool relu) {
     using V = cpu::direct::Wide<G>;
     const Isa isa = cpu::active_isa();
-    const std::size_t rows = cpu::direct::forward_rows<G>(isa);
     cpu::direct::pack_for<G, G>(isa, w, ws.packed, false);
     run_groups<G>(
-        ctx, isa, batch, rows, ws.packed.data(), b,
+        ctx, isa, batch, cpu::direct::forward_rows<G>(isa), ws.packed.data(), b,
         [&](std::size_t n, float* xt) { cpu::direct::pad_sample<G>(x + n * G::in_size, xt); },
         [&](std::size_t n, const float* wide) { cpu::direct::unwiden<G>(wide, y + n * G::out_size, V::cout, relu); });
   }
@@ -163,7 +200,8 @@ struct ops::Conv2dKernels<Cpu> {
     const std::size_t groups = (batch + group - 1) / group;
     ctx.threads().parallel_for(groups, 1, [&, isa, rows, group](std::size_t lo, std::size_t hi) {
       const std::size_t out_stride = rows * V::positions, in_stride = V::cin * V::plane;
-      float* wide = cpu::detail::conv_scratch<float>(group * (out_stride + in_stride)).data();
+      // 32 floats of slack: the fused pool reads up to two vectors past a row's end.
+      float* wide = cpu::detail::conv_scratch<float>(group * (out_stride + in_stride) + 32).data();
       float* xt = wide + group * out_stride;
       for (std::size_t g = lo; g < hi; ++g) {
         const std::size_t n0 = g * group, count = std::min(group, batch - n0);
@@ -174,12 +212,31 @@ struct ops::Conv2dKernels<Cpu> {
     });
   }
 
-  template <class G>
-  static void direct_backward(CpuContext& ctx, const float* x, const float* w, const float* dy, float* dx, float* dw,
-                              float* db, std::size_t batch, bool accumulate, workspace<G, float>& ws,
-                              const float* relu_y) {
-    using V = cpu::direct::Wide<G>;
+  /// dW, db and (when dx) dX of a direct convolution, dY coming from `dy` (PlainDy or PooledDy).
+  template <class G, class Source>
+  static void direct_backward(CpuContext& ctx, const float* x, const float* w, const Source& dy, float* dx, float* dw,
+                              float* db, std::size_t batch, bool accumulate, workspace<G, float>& ws) {
     const Isa isa = cpu::active_isa();
+    if constexpr (cpu::direct::channel_weight_grad<G>)
+      channel_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate);
+    else
+      tiled_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate);
+    if (!dx) return;
+    // dX: the "full" convolution of dY with the rotated, transposed kernel.
+    using Gt = cpu::direct::transposed_geometry<G>;
+    using Vt = cpu::direct::Wide<Gt>;
+    cpu::direct::pack_for<G, Gt>(isa, w, ws.packed_t, true);
+    run_groups<Gt>(
+        ctx, isa, batch, cpu::direct::forward_rows<Gt>(isa), ws.packed_t.data(), nullptr,
+        [&](std::size_t n, float* padded_dy) { dy.padded(n, padded_dy); },
+        [&](std::size_t n, const float* wide) { cpu::direct::unwiden<Gt>(wide, dx + n * G::in_size, Vt::cout); });
+  }
+
+  /// dW and db through (patch x channel) tiles over dY transposed to (position, channel).
+  template <class G, class Source>
+  static void tiled_weight_grad(CpuContext& ctx, Isa isa, const float* x, const Source& dy, float* dw, float* db,
+                                std::size_t batch, bool accumulate) {
+    using V = cpu::direct::Wide<G>;
     ThreadPool& pool = ctx.threads();
     const auto shape = cpu::direct::weight_grad_shape<G>(isa);
     constexpr std::size_t valid = G::out_h * G::out_w, patch = V::cin * V::taps;
@@ -192,8 +249,7 @@ struct ops::Conv2dKernels<Cpu> {
     pool.parallel_for(batch, 1, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t n = lo; n < hi; ++n) {
         cpu::direct::pad_sample<G>(x + n * G::in_size, padded + n * V::cin * V::plane);
-        cpu::direct::transpose_dy<G>(dy + n * G::out_size, dyt + n * valid * shape.padded_cout, shape.padded_cout,
-                                     relu_y ? relu_y + n * G::out_size : nullptr);
+        dy.transposed(n, dyt + n * valid * shape.padded_cout, shape.padded_cout);
       }
     });
     // Bias: one vector lane per channel, samples and positions in order.
@@ -213,18 +269,41 @@ struct ops::Conv2dKernels<Cpu> {
       for (std::size_t k = 0; k < patch; ++k)
         dw[o * patch + k] =
             accumulate ? dw[o * patch + k] + dw_t[k * shape.padded_cout + o] : dw_t[k * shape.padded_cout + o];
-    if (!dx) return;
-    // dX: the "full" convolution of dY with the rotated, transposed kernel.
-    using Gt = cpu::direct::transposed_geometry<G>;
-    using Vt = cpu::direct::Wide<Gt>;
-    const std::size_t rows = cpu::direct::forward_rows<Gt>(isa);
-    cpu::direct::pack_for<G, Gt>(isa, w, ws.packed_t, true);
-    run_groups<Gt>(
-        ctx, isa, batch, rows, ws.packed_t.data(), nullptr,
-        [&](std::size_t n, float* padded_dy) {
-          cpu::direct::pad_sample<Gt>(dy + n * G::out_size, padded_dy, relu_y ? relu_y + n * G::out_size : nullptr);
-        },
-        [&](std::size_t n, const float* wide) { cpu::direct::unwiden<Gt>(wide, dx + n * G::in_size, Vt::cout); });
+  }
+
+  /// dW and db of a one-channel, small-kernel convolution: per output channel (split between
+  /// threads), position-vectorised over all samples; lanes summed in order at the end.
+  template <class G, class Source>
+  static void channel_weight_grad(CpuContext& ctx, Isa isa, const float* x, const Source& dy, float* dw, float* db,
+                                  std::size_t batch, bool accumulate) {
+    using V = cpu::direct::Wide<G>;
+    ThreadPool& pool = ctx.threads();
+    float* padded = cpu::detail::transient(0, batch * V::plane);
+    pool.parallel_for(batch, 1, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t n = lo; n < hi; ++n) cpu::direct::pad_sample<G>(x + n * G::in_size, padded + n * V::plane);
+    });
+    constexpr std::size_t block = 16, taps = V::taps; // samples per kernel call
+    const std::size_t lanes = std::size_t(cpu::direct::width(isa));
+    pool.parallel_for(V::cout, 1, [&, isa, lanes](std::size_t lo, std::size_t hi) {
+      float* rows = cpu::detail::conv_scratch<float>(block * V::positions + (taps + 1) * 16).data();
+      float* acc = rows + block * V::positions; // (taps + 1) x lanes partial sums
+      for (std::size_t o = lo; o < hi; ++o) {
+        std::fill(acc, acc + (taps + 1) * lanes, 0.f);
+        for (std::size_t n0 = 0; n0 < batch; n0 += block) {
+          const std::size_t nb = std::min(block, batch - n0);
+          for (std::size_t i = 0; i < nb; ++i) dy.wide_channel(n0 + i, o, rows + i * V::positions);
+          cpu::direct::weight_grad_channel_dispatch<G>(isa, padded + n0 * V::plane, rows, nb, acc);
+        }
+        const auto lane_sum = [&](std::size_t k) {
+          float s = 0.f;
+          for (std::size_t l = 0; l < lanes; ++l) s += acc[k * lanes + l];
+          return s;
+        };
+        for (std::size_t k = 0; k < taps; ++k)
+          dw[o * taps + k] = accumulate ? dw[o * taps + k] + lane_sum(k) : lane_sum(k);
+        db[o] = accumulate ? db[o] + lane_sum(taps) : lane_sum(taps);
+      }
+    });
   }
 
   // ---- im2col path: any stride, any T -----------------------------------------------------------

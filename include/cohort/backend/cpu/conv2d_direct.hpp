@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "cohort/backend/cpu/simd.hpp"
@@ -276,6 +277,97 @@ COHORT_ALWAYS_INLINE void weight_grad_tile(const float* xt, const float* dyt, st
     weight_grad_block<W, G, T::last_rows, T::last_ov>(xt, dyt, nb, c, kh0, o0, dwt, first);
 }
 
+/// Whether dW of G runs position-vectorised per output channel (one input channel and at most
+/// 5x5 taps: the first layers). Their patch is too small to fill the (patch x channel) tiles of
+/// weight_grad_block, and dY, read once per channel as wide rows, never needs transposing.
+template <class G>
+inline constexpr bool channel_weight_grad = G::in_channels == 1 && G::kernel* G::kernel <= 25;
+
+/// One pass of the per-channel dW kernel over kernel rows [kh0, kh0+Rows): for samples [0, nb),
+/// acc[k] += dYw[n][p..] * X[n][p + offset(k)..] over all wide positions p, plus the bias sum
+/// in acc[K*K]. `acc` holds (K*K + 1) x W partial sums, loaded and stored once per call; dYw is
+/// (nb, positions) with zeros in the garbage columns and the tail.
+template <int W, class G, std::size_t Rows>
+COHORT_ALWAYS_INLINE void channel_grad_pass(const float* __restrict xt, const float* __restrict dyw, std::size_t nb,
+                                            std::size_t kh0, float* __restrict acc) {
+  using V = Wide<G>;
+  constexpr std::size_t K = V::k, E = Rows * K, taps = V::taps;
+  vec<W> a[E];
+  vec<W> bias = load<W>(acc + taps * W);
+  for (std::size_t j = 0; j < E; ++j) a[j] = load<W>(acc + (kh0 * K + j) * W);
+  for (std::size_t n = 0; n < nb; ++n) {
+    const float* __restrict x = xt + n * V::plane + kh0 * V::wp;
+    const float* __restrict d = dyw + n * V::positions;
+    for (std::size_t p = 0; p < V::positions; p += W) {
+      const vec<W> dv = load<W>(d + p);
+      bias += dv;
+#pragma GCC unroll 25
+      for (std::size_t j = 0; j < E; ++j) a[j] += dv * load<W>(x + p + (j / K) * V::wp + j % K);
+    }
+  }
+  for (std::size_t j = 0; j < E; ++j) store<W>(acc + (kh0 * K + j) * W, a[j]);
+  if (kh0 == 0) store<W>(acc + taps * W, bias); // every pass sums the bias; the first one keeps it
+}
+
+/// All kernel rows: one pass with AVX-512 (up to 25 + 1 accumulators of 32 registers), passes
+/// of at most 11 taps with 16 registers.
+template <int W, class G>
+COHORT_ALWAYS_INLINE void weight_grad_channel(const float* xt, const float* dyw, std::size_t nb, float* acc) {
+  constexpr std::size_t K = G::kernel, R = W == 16 ? K : std::clamp<std::size_t>(11 / K, 1, K);
+  constexpr std::size_t full = K / R, last = K % R;
+  for (std::size_t g = 0; g < full; ++g) channel_grad_pass<W, G, R>(xt, dyw, nb, g * R, acc);
+  if constexpr (last > 0) channel_grad_pass<W, G, last>(xt, dyw, nb, full * R, acc);
+}
+
+/// Conv2d -> ReLU -> MaxPool2d<2> for one sample, from its wide output (rows x positions):
+/// writes the pooled (Cout, Ho/2, Wo/2) and each window's argmax (2*down + right). The ReLU is
+/// unwiden's and the window rule PoolKernels' (left wins ties, then top; NaN propagates), so
+/// the result is bitwise what the three layers give separately. Reads up to 2W floats past a
+/// row's end: the caller's buffer has that much slack.
+template <int W, class G>
+COHORT_ALWAYS_INLINE void pool_wide(const float* __restrict yw, float* __restrict y, std::uint8_t* __restrict win) {
+  using V = Wide<G>;
+  using iv = ivec<W>;
+  constexpr std::size_t po = V::ho / 2, pw = V::wo / 2;
+  iv even{}, odd{};
+  for (int l = 0; l < W; ++l) even[l] = 2 * l, odd[l] = 2 * l + 1;
+  const vec<W> zero{};
+  // The larger of each horizontal pair of relu(row), with a 0/1 "right" bit per lane.
+  const auto pairs = [&](const float* row, vec<W>& value, iv& right) {
+    const vec<W> a = load<W>(row), b = load<W>(row + W);
+    vec<W> l = __builtin_shuffle(a, b, even), r = __builtin_shuffle(a, b, odd);
+    l = l > zero ? l : zero;
+    r = r > zero ? r : zero;
+    const iv take = (r > l) | ((r != r) & (l == l));
+    value = take ? r : l;
+    right = take & 1;
+  };
+  for (std::size_t c = 0; c < V::cout; ++c)
+    for (std::size_t ph = 0; ph < po; ++ph) {
+      const float* top = yw + c * V::positions + 2 * ph * V::wp;
+      float* out = y + (c * po + ph) * pw;
+      std::uint8_t* wout = win + (c * po + ph) * pw;
+      for (std::size_t j0 = 0; j0 < pw; j0 += W) {
+        vec<W> tv, bv;
+        iv tr, br;
+        pairs(top + 2 * j0, tv, tr);
+        pairs(top + V::wp + 2 * j0, bv, br);
+        const iv down = (bv > tv) | ((bv != bv) & (tv == tv));
+        const vec<W> best = down ? bv : tv;
+        const iv which = (down & 2) | (down ? br : tr);
+        float values[W];
+        std::int32_t index[W];
+        __builtin_memcpy(values, &best, sizeof best);
+        __builtin_memcpy(index, &which, sizeof which);
+        const std::size_t n = std::min<std::size_t>(W, pw - j0);
+        for (std::size_t l = 0; l < n; ++l) {
+          out[j0 + l] = values[l];
+          wout[j0 + l] = std::uint8_t(index[l]);
+        }
+      }
+    }
+}
+
 // Entry points compiled for each instruction set (the always-inline bodies above take the
 // caller's target).
 #define COHORT_DIRECT_ENTRIES(SUFFIX, TARGET, WIDTH)                                                                   \
@@ -288,6 +380,14 @@ COHORT_ALWAYS_INLINE void weight_grad_tile(const float* xt, const float* dyt, st
   TARGET void weight_grad_tile_##SUFFIX(const float* xt, const float* dyt, std::size_t nb, std::size_t t, float* dwt,  \
                                         bool first) {                                                                  \
     weight_grad_tile<WIDTH, G>(xt, dyt, nb, t, dwt, first);                                                            \
+  }                                                                                                                    \
+  template <class G>                                                                                                   \
+  TARGET void weight_grad_channel_##SUFFIX(const float* xt, const float* dyw, std::size_t nb, float* acc) {            \
+    weight_grad_channel<WIDTH, G>(xt, dyw, nb, acc);                                                                   \
+  }                                                                                                                    \
+  template <class G>                                                                                                   \
+  TARGET void pool_wide_##SUFFIX(const float* yw, float* y, std::uint8_t* win) {                                       \
+    pool_wide<WIDTH, G>(yw, y, win);                                                                                   \
   }
 COHORT_DIRECT_ENTRIES(avx512, COHORT_TARGET_AVX512, 16)
 COHORT_DIRECT_ENTRIES(avx2, COHORT_TARGET_AVX2, 8)
@@ -323,6 +423,35 @@ void weight_grad_tile_dispatch(Isa isa, const float* xt, const float* dyt, std::
     break;
   default:
     weight_grad_tile_generic<G>(xt, dyt, nb, t, dwt, first);
+    break;
+  }
+}
+
+template <class G>
+void weight_grad_channel_dispatch(Isa isa, const float* xt, const float* dyw, std::size_t nb, float* acc) {
+  switch (isa) {
+  case Isa::avx512:
+    weight_grad_channel_avx512<G>(xt, dyw, nb, acc);
+    break;
+  case Isa::avx2:
+    weight_grad_channel_avx2<G>(xt, dyw, nb, acc);
+    break;
+  default:
+    weight_grad_channel_generic<G>(xt, dyw, nb, acc);
+    break;
+  }
+}
+template <class G>
+void pool_wide_dispatch(Isa isa, const float* yw, float* y, std::uint8_t* win) {
+  switch (isa) {
+  case Isa::avx512:
+    pool_wide_avx512<G>(yw, y, win);
+    break;
+  case Isa::avx2:
+    pool_wide_avx2<G>(yw, y, win);
+    break;
+  default:
+    pool_wide_generic<G>(yw, y, win);
     break;
   }
 }
