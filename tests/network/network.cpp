@@ -133,7 +133,7 @@ TEST_CASE("Network: the same seed gives the same weights, another seed different
   CHECK_FALSE(std::equal(a.parameters().values.begin(), a.parameters().values.end(), c.parameters().values.begin()));
 }
 
-TEST_CASE("Network: fusing ReLU into the convolution changes nothing, bitwise (models A and C)") {
+TEST_CASE("Network: fusing ReLU (and max-pool) into the layer before changes nothing, bitwise (models A, B, C)") {
   auto run = [](auto& net, bool fusion, const std::vector<float>& x, const std::vector<std::int32_t>& labels) {
     net.executor().set_fusion(fusion);
     CrossEntropyLoss loss;
@@ -153,4 +153,6 @@ TEST_CASE("Network: fusing ReLU into the convolution changes nothing, bitwise (m
   CHECK(run(a1, true, x, labels) == run(a2, false, x, labels));
   Network<models::ModelC> c1(2), c2(2);
   CHECK(run(c1, true, x, labels) == run(c2, false, x, labels));
+  Network<models::ModelB> b1(3), b2(3); // BatchNorm2d -> ReLU, training-mode statistics
+  CHECK(run(b1, true, x, labels) == run(b2, false, x, labels));
 }

@@ -56,6 +56,10 @@ struct BatchNorm2d {
     template <class Backend, class T>
     using state = typename ops::BatchNormKernels<Backend>::template workspace<geometry, T>;
 
+    /// Whether the backend can apply a following ReLU inside this layer's kernels.
+    template <class Backend, class T>
+    static constexpr bool fuses_relu = ops::BatchNormKernels<Backend>::template fuses_relu<T>;
+
     template <class Backend, class T>
     static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       using K = ops::BatchNormKernels<Backend>;
@@ -64,13 +68,13 @@ struct BatchNorm2d {
       auto* mean = a.buffers + buffer_offsets[0];
       auto* var = a.buffers + buffer_offsets[1];
       if (a.step.mode == Mode::train) {
-        K::template forward_train<geometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws);
+        K::template forward_train<geometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws, a.fused_relu);
         if (a.step.update_buffers) {
           K::template update_running<geometry>(a.ctx, mean, var, a.batch, momentum, ws);
           ++a.counters[0];
         }
       } else {
-        K::template forward_eval<geometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch, eps, ws);
+        K::template forward_eval<geometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch, eps, ws, a.fused_relu);
       }
     }
     template <class Backend, class T>
@@ -78,7 +82,7 @@ struct BatchNorm2d {
       // Mode is that of the forward pass (the executor refuses to mix them).
       ops::BatchNormKernels<Backend>::template backward<geometry>(
           a.ctx, a.step.mode == Mode::train, a.x, a.params + offsets[0], a.dy, a.dx, a.grads + offsets[0],
-          a.grads + offsets[1], a.batch, a.accumulate, ws);
+          a.grads + offsets[1], a.batch, a.accumulate, ws, a.fused_relu ? a.y : nullptr);
     }
   };
 };

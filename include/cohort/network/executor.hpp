@@ -239,7 +239,8 @@ class Executor {
           if constexpr (I + 2 < L) {
             using P = layer<I + 2>;
             if constexpr (is_max_pool2d<typename P::layer>)
-              if constexpr (B::template fuses_relu_pool<Backend, T, typename P::geometry>) return 2;
+              if constexpr (requires { B::template fuses_relu_pool<Backend, T, typename P::geometry>; })
+                if constexpr (B::template fuses_relu_pool<Backend, T, typename P::geometry>) return 2;
           }
           return 1;
         }

@@ -83,7 +83,7 @@ namespace cpu::detail {
 /// Batch-sized buffers of the calling thread, one per slot, shared by every layer's backward
 /// pass: they grow to the largest layer's need, then never allocate.
 inline float* transient(int slot, std::size_t n) {
-  thread_local HostBuffer<float> buffers[3];
+  thread_local HostBuffer<float> buffers[4];
   if (buffers[slot].size() < n) buffers[slot].resize(n);
   return buffers[slot].data();
 }
@@ -243,32 +243,57 @@ struct ops::Conv2dKernels<Cpu> {
     // Transients of the calling thread (the pool's threads only see them through pointers).
     float* padded = cpu::detail::transient(0, batch * V::cin * V::plane);
     float* dyt = cpu::detail::transient(1, batch * valid * shape.padded_cout);
-    float* dw_t = cpu::detail::transient(2, patch * shape.padded_cout);
+    float* db_n = cpu::detail::transient(3, batch * shape.padded_cout); // per-sample bias sums
     // The padded input (rebuilt: cheaper in memory than keeping it from the forward pass) and dY
-    // transposed to (sample, position, channel): the dW kernel vectorises over channels.
-    pool.parallel_for(batch, 1, [&](std::size_t lo, std::size_t hi) {
+    // transposed to (sample, position, channel): the dW kernel vectorises over channels. Each
+    // sample's bias sum is taken while its dY is in cache (one lane per channel, positions in
+    // order), then the samples are summed in order below.
+    pool.parallel_for(batch, 1, [&, isa](std::size_t lo, std::size_t hi) {
       for (std::size_t n = lo; n < hi; ++n) {
         cpu::direct::pad_sample<G>(x + n * G::in_size, padded + n * V::cin * V::plane);
-        dy.transposed(n, dyt + n * valid * shape.padded_cout, shape.padded_cout);
+        float* dyt_n = dyt + n * valid * shape.padded_cout;
+        dy.transposed(n, dyt_n, shape.padded_cout);
+        cpu::direct::bias_grad(isa, dyt_n, valid, shape.padded_cout, shape.padded_cout, db_n + n * shape.padded_cout,
+                               false);
       }
     });
-    // Bias: one vector lane per channel, samples and positions in order.
-    cpu::direct::bias_grad(isa, dyt, batch * valid, shape.padded_cout, V::cout, db, accumulate);
+    for (std::size_t o = 0; o < V::cout; ++o) {
+      float s = db_n[o];
+      for (std::size_t n = 1; n < batch; ++n) s += db_n[n * shape.padded_cout + o];
+      db[o] = accumulate ? db[o] + s : s;
+    }
     // dW^T by (input channel, kernel rows) x output-channel tiles over blocks of samples, in
     // order. A block has enough positions (>= 384) that a tile's accumulators, loaded and stored
     // once per block, cost little; consecutive tiles share one slice of dY, hot in cache.
+    // Small layers also split the batch into chunks with partial sums of their own: threads then
+    // read different samples instead of all reading every sample (memory-bound with two threads).
+    // The chunks depend on the batch size only, and are summed in order, so the result does not
+    // depend on the thread count.
     const std::size_t block = std::min(batch, std::max<std::size_t>(1, (384 + valid - 1) / valid));
-    pool.parallel_for(shape.tiles, 1, [&, isa](std::size_t lo, std::size_t hi) {
-      for (std::size_t n0 = 0; n0 < batch; n0 += block)
-        for (std::size_t t = lo; t < hi; ++t)
-          cpu::direct::weight_grad_tile_dispatch<G>(isa, padded + n0 * V::cin * V::plane,
-                                                    dyt + n0 * valid * shape.padded_cout, std::min(block, batch - n0),
-                                                    t, dw_t, n0 == 0);
+    const std::size_t part = patch * shape.padded_cout;
+    const std::size_t want = std::min({std::size_t(8), std::max<std::size_t>(1, batch / 16),
+                                       std::max<std::size_t>(1, (std::size_t(1) << 16) / part)});
+    const std::size_t per_chunk = (batch + want - 1) / want, chunks = (batch + per_chunk - 1) / per_chunk;
+    float* dw_t = cpu::detail::transient(2, chunks * part);
+    const std::size_t tiles = shape.tiles;
+    pool.parallel_for(chunks * tiles, 1, [&, isa](std::size_t lo, std::size_t hi) {
+      for (std::size_t c = lo / tiles; c * tiles < hi; ++c) {
+        const std::size_t t0 = std::max(lo, c * tiles) - c * tiles, t1 = std::min(hi, (c + 1) * tiles) - c * tiles;
+        const std::size_t first = c * per_chunk, end = std::min(batch, first + per_chunk);
+        for (std::size_t n0 = first; n0 < end; n0 += block)
+          for (std::size_t t = t0; t < t1; ++t)
+            cpu::direct::weight_grad_tile_dispatch<G>(isa, padded + n0 * V::cin * V::plane,
+                                                      dyt + n0 * valid * shape.padded_cout, std::min(block, end - n0),
+                                                      t, dw_t + c * part, n0 == first);
+      }
     });
     for (std::size_t o = 0; o < V::cout; ++o)
-      for (std::size_t k = 0; k < patch; ++k)
-        dw[o * patch + k] =
-            accumulate ? dw[o * patch + k] + dw_t[k * shape.padded_cout + o] : dw_t[k * shape.padded_cout + o];
+      for (std::size_t k = 0; k < patch; ++k) {
+        const std::size_t at = k * shape.padded_cout + o;
+        float s = dw_t[at];
+        for (std::size_t c = 1; c < chunks; ++c) s += dw_t[c * part + at];
+        dw[o * patch + k] = accumulate ? dw[o * patch + k] + s : s;
+      }
   }
 
   /// dW and db of a one-channel, small-kernel convolution: per output channel (split between

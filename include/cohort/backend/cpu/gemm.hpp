@@ -235,28 +235,27 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
   }
 }
 
-/// The same product with the rows (or, when there are too few rows, the columns) of C split
+/// The same product with the columns (or, when there are too few columns, the rows) of C split
 /// between the pool's threads. Every element of C is computed exactly as by the serial gemm, so
-/// the result does not depend on the thread count.
+/// the result does not depend on the thread count. Columns first: each task then packs only its
+/// own part of B (A is read in place), while a split of rows would pack all of B in every task.
 template <class T>
 void gemm(ThreadPool& pool, bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
           const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   using tile = detail::GemmShape<16>; // split on multiples of every kernel's tile
   const std::size_t threads = pool.size();
-  // Enough work per task to amortise packing B (or A) again in every task.
-  const bool split_rows = m >= 4 * tile::mr * threads || m >= n;
   if (threads == 1 || m * n * k < 32 * 1024) {
     gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  } else if (split_rows) {
+  } else if (n >= threads * tile::nr) {
+    const std::size_t cols = detail::round_up_to((n + threads - 1) / threads, tile::nr);
+    pool.parallel_for(n, cols, [&](std::size_t lo, std::size_t hi) {
+      gemm(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
+    });
+  } else {
     const std::size_t rows = detail::round_up_to((m + threads - 1) / threads, tile::mr);
     pool.parallel_for(m, rows, [&](std::size_t lo, std::size_t hi) {
       gemm(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc,
            ldc);
-    });
-  } else {
-    const std::size_t cols = detail::round_up_to((n + threads - 1) / threads, tile::nr);
-    pool.parallel_for(n, cols, [&](std::size_t lo, std::size_t hi) {
-      gemm(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, trans_b ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
     });
   }
 }

@@ -85,9 +85,20 @@ struct ops::PoolKernels<Cpu> {
     ws.reserve(batch);
     std::uint32_t* arg = ws.argmax.data();
     ctx.threads().parallel_for(batch * G::channels, 16, [x, y, arg](std::size_t p0, std::size_t p1) {
-      for (std::size_t plane = p0; plane < p1; ++plane)
-        forward_plane<G>(x + plane * G::in_h * G::in_w, y + plane * G::out_h * G::out_w,
-                         arg + plane * G::out_h * G::out_w);
+      if constexpr (two_by_two<G, T>) {
+        // Planes in chunks: one horizontal pass over a chunk's rows (pairs never straddle a row
+        // when the width is even), then the vertical pass row pair by row pair.
+        constexpr std::size_t chunk = std::max<std::size_t>(1, 8192 / (G::in_h * G::in_w));
+        for (std::size_t q0 = p0; q0 < p1; q0 += chunk) {
+          const std::size_t q1 = std::min(p1, q0 + chunk);
+          forward_planes_2x2<G>(x + q0 * G::in_h * G::in_w, y + q0 * G::out_h * G::out_w,
+                                arg + q0 * G::out_h * G::out_w, q1 - q0);
+        }
+      } else {
+        for (std::size_t plane = p0; plane < p1; ++plane)
+          forward_plane<G>(x + plane * G::in_h * G::in_w, y + plane * G::out_h * G::out_w,
+                           arg + plane * G::out_h * G::out_w);
+      }
     });
   }
 
@@ -107,52 +118,63 @@ struct ops::PoolKernels<Cpu> {
   }
 
  private:
+  /// The common 2x2 window: two branch-free passes that vectorise.
   template <class G, class T>
-  static void forward_plane(const T* __restrict in, T* __restrict out, std::uint32_t* __restrict idx) {
-    if constexpr (std::is_same_v<T, float> && G::kernel == 2 && G::stride == 2 && G::padding == 0 && G::in_w % 2 == 0) {
-      // The common 2x2 window in two branch-free passes that vectorise: the larger of each
-      // horizontal pair (left wins ties), then the larger of two such rows (top wins ties). That
-      // is exactly the first maximum in row-major window order, NaN handling included.
-      constexpr std::size_t pairs = G::in_h * G::in_w / 2, wo = G::out_w;
-      float* __restrict hv = cpu::detail::pool_scratch(2 * pairs);
-      std::int32_t* __restrict hr = reinterpret_cast<std::int32_t*>(hv + pairs);
-      cpu::detail::horizontal_pairs(cpu::active_isa(), in, hv, hr, pairs);
+  static constexpr bool two_by_two =
+      std::is_same_v<T, float>&& G::kernel == 2 && G::stride == 2 && G::padding == 0 && G::in_w % 2 == 0;
+
+  /// The larger of each horizontal pair (left wins ties), then the larger of two such rows (top
+  /// wins ties): exactly the first maximum in row-major window order, NaN handling included.
+  /// Odd heights drop the last row, as PyTorch's floor mode does.
+  template <class G>
+  static void forward_planes_2x2(const float* __restrict in, float* __restrict out, std::uint32_t* __restrict idx,
+                                 std::size_t planes) {
+    constexpr std::size_t pairs = G::in_h * G::in_w / 2, wo = G::out_w;
+    float* __restrict hv = cpu::detail::pool_scratch(2 * pairs * planes);
+    std::int32_t* __restrict hr = reinterpret_cast<std::int32_t*>(hv + pairs * planes);
+    cpu::detail::horizontal_pairs(cpu::active_isa(), in, hv, hr, pairs * planes);
+    for (std::size_t p = 0; p < planes; ++p)
       for (std::size_t oh = 0; oh < G::out_h; ++oh) {
-        const float* __restrict top = hv + 2 * oh * wo;
+        const float* __restrict top = hv + p * pairs + 2 * oh * wo;
         const float* __restrict bottom = top + wo;
-        const std::int32_t* __restrict top_r = hr + 2 * oh * wo;
+        const std::int32_t* __restrict top_r = hr + p * pairs + 2 * oh * wo;
         const std::int32_t* __restrict bottom_r = top_r + wo;
-        T* __restrict o = out + oh * wo;
-        std::uint32_t* __restrict ix = idx + oh * wo;
+        float* __restrict o = out + (p * G::out_h + oh) * wo;
+        std::uint32_t* __restrict ix = idx + (p * G::out_h + oh) * wo;
+        const std::uint32_t row0 = std::uint32_t(2 * oh * G::in_w);
         for (std::size_t ow = 0; ow < wo; ++ow) {
           const bool down = cpu::detail::takes_max(bottom[ow], top[ow]);
-          o[ow] = T(down ? bottom[ow] : top[ow]);
-          ix[ow] = std::uint32_t((2 * oh + down) * G::in_w + 2 * ow) + std::uint32_t(down ? bottom_r[ow] : top_r[ow]);
+          o[ow] = down ? bottom[ow] : top[ow];
+          ix[ow] = row0 + (down ? std::uint32_t(G::in_w) : 0u) + std::uint32_t(2 * ow) +
+                   std::uint32_t(down ? bottom_r[ow] : top_r[ow]);
         }
       }
-    } else {
-      for (std::size_t oh = 0; oh < G::out_h; ++oh)
-        for (std::size_t ow = 0; ow < G::out_w; ++ow) {
-          const std::ptrdiff_t h0 = std::ptrdiff_t(oh * G::stride) - std::ptrdiff_t(G::padding);
-          const std::ptrdiff_t w0 = std::ptrdiff_t(ow * G::stride) - std::ptrdiff_t(G::padding);
-          T best = -std::numeric_limits<T>::infinity();
-          std::uint32_t best_at = 0;
-          bool first = true;
-          for (std::ptrdiff_t h = std::max<std::ptrdiff_t>(h0, 0);
-               h < std::min<std::ptrdiff_t>(h0 + G::kernel, G::in_h); ++h)
-            for (std::ptrdiff_t w = std::max<std::ptrdiff_t>(w0, 0);
-                 w < std::min<std::ptrdiff_t>(w0 + G::kernel, G::in_w); ++w) {
-              const T v = in[h * G::in_w + w];
-              if (first || cpu::detail::takes_max(v, best)) {
-                best = v;
-                best_at = std::uint32_t(h * G::in_w + w);
-                first = false;
-              }
+  }
+
+  /// Any window, stride and padding, one plane.
+  template <class G, class T>
+  static void forward_plane(const T* __restrict in, T* __restrict out, std::uint32_t* __restrict idx) {
+    for (std::size_t oh = 0; oh < G::out_h; ++oh)
+      for (std::size_t ow = 0; ow < G::out_w; ++ow) {
+        const std::ptrdiff_t h0 = std::ptrdiff_t(oh * G::stride) - std::ptrdiff_t(G::padding);
+        const std::ptrdiff_t w0 = std::ptrdiff_t(ow * G::stride) - std::ptrdiff_t(G::padding);
+        T best = -std::numeric_limits<T>::infinity();
+        std::uint32_t best_at = 0;
+        bool first = true;
+        for (std::ptrdiff_t h = std::max<std::ptrdiff_t>(h0, 0); h < std::min<std::ptrdiff_t>(h0 + G::kernel, G::in_h);
+             ++h)
+          for (std::ptrdiff_t w = std::max<std::ptrdiff_t>(w0, 0);
+               w < std::min<std::ptrdiff_t>(w0 + G::kernel, G::in_w); ++w) {
+            const T v = in[h * G::in_w + w];
+            if (first || cpu::detail::takes_max(v, best)) {
+              best = v;
+              best_at = std::uint32_t(h * G::in_w + w);
+              first = false;
             }
-          out[oh * G::out_w + ow] = best;
-          idx[oh * G::out_w + ow] = best_at;
-        }
-    }
+          }
+        out[oh * G::out_w + ow] = best;
+        idx[oh * G::out_w + ow] = best_at;
+      }
   }
 };
 
