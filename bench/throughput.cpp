@@ -4,6 +4,7 @@
 //
 //   cohort_throughput --model A --mode train --batch 128 --threads 1 --iters 20 --repeats 3
 //   cohort_throughput --model C --mode infer --batch 1000 --threads 2
+//   cohort_throughput --model A --mode train --batch 256 --replicas 2 --threads 1   # ThreadedReplicas
 //
 // Training: forward + loss + backward + the seed's optimiser step (A Adadelta, B SGD momentum,
 // C/D Adam), train mode. Inference: eval mode, forward only. Inputs are synthetic (uniform in
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,6 +27,7 @@
 
 #include <cohort/cohort.hpp>
 #include <cohort/models/seed_models.hpp>
+#include <cohort/train/trainer.hpp>
 
 #include "bench_common.hpp"
 #include "flops.hpp"
@@ -43,6 +46,8 @@ namespace {
 struct Config {
   std::string model = "A", mode = "train";
   std::size_t batch = 128, iters = 20, warmup = 3, repeats = 3, threads = 1;
+  std::size_t replicas = 0; // > 0: ThreadedReplicas with `threads` threads each
+  bool deterministic = false;
 };
 
 template <class Model, class Loss, class Opt>
@@ -58,7 +63,27 @@ void run(const Config& c, Opt opt) {
   const bool train = c.mode == "train";
   if (!train) net.eval();
   const ConstBatchView<typename Model::input_shape, float> batch(x.data(), c.batch);
+  // ThreadedReplicas: the trainer's engine, stepped directly (no data pipeline in the timing).
+  std::unique_ptr<detail::TrainEngine<ThreadedReplicas<dynamic_replicas>, FullPrecision, Model, Opt>> replicas;
+  if (c.replicas) {
+    EngineOptions eo{.seed = 0};
+    eo.parallel.replicas = c.replicas;
+    eo.parallel.threads_per_replica = c.threads;
+    eo.parallel.deterministic = c.deterministic;
+    eo.parallel.deterministic_chunks = c.replicas * 2;
+    replicas =
+        std::make_unique<detail::TrainEngine<ThreadedReplicas<dynamic_replicas>, FullPrecision, Model, Opt>>(opt, eo);
+  }
+  std::uint64_t passes = 0;
   auto step = [&] {
+    if (replicas) {
+      if (train)
+        replicas->step(batch, labels, {.step = passes, .forward_pass = passes});
+      else
+        replicas->evaluate(batch, labels);
+      ++passes;
+      return;
+    }
     auto y = net.forward(batch);
     if (train) {
       loss.forward(y, labels);
@@ -84,12 +109,13 @@ void run(const Config& c, Opt opt) {
     std::snprintf(buf, sizeof buf, "%s%.1f", windows.empty() ? "" : ", ", r);
     windows += buf;
   }
-  std::printf("{\"framework\": \"cohort\", \"model\": \"%s\", \"mode\": \"%s\", \"batch\": %zu, \"threads\": %zu, "
+  std::printf("{\"framework\": \"cohort\", \"replicas\": %zu, \"deterministic\": %s, \"model\": \"%s\", \"mode\": "
+              "\"%s\", \"batch\": %zu, \"threads\": %zu, "
               "\"warmup\": %zu, \"iters\": %zu, \"repeats\": %zu, \"samples_per_s\": %.1f, \"window_samples_per_s\": "
               "[%s], \"ms_per_step\": %.3f, \"flops_per_sample\": %zu, \"gflops\": %.2f, \"peak_rss_mib\": %.1f}\n",
-              c.model.c_str(), c.mode.c_str(), c.batch, num_threads(), c.warmup, c.iters, c.repeats, median,
-              windows.c_str(), 1e3 * double(c.batch) / median, flops, median * double(flops) / 1e9,
-              bench::peak_rss_mib());
+              c.replicas, c.deterministic ? "true" : "false", c.model.c_str(), c.mode.c_str(), c.batch,
+              c.replicas ? c.threads : num_threads(), c.warmup, c.iters, c.repeats, median, windows.c_str(),
+              1e3 * double(c.batch) / median, flops, median * double(flops) / 1e9, bench::peak_rss_mib());
 }
 
 } // namespace
@@ -110,8 +136,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", c.threads, "intra-op threads (cohort::set_num_threads)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  app.add_option("--replicas", c.replicas, "ThreadedReplicas: replicas, each with --threads threads (0: single device)")
+      ->check(CLI::Range(0, 64));
+  app.add_flag("--deterministic", c.deterministic, "with --replicas: deterministic mode (2 chunks per replica)");
   CLI11_PARSE(app, argc, argv);
-  set_num_threads(c.threads);
+  set_num_threads(c.replicas ? 1 : c.threads);
   using namespace cohort::models;
   if (c.model == "A") run<ModelA, NllLoss<>>(c, Adadelta({.lr = 0.5}));
   if (c.model == "B") run<ModelB, CrossEntropyLoss<>>(c, Sgd({.lr = 0.01, .momentum = 0.9}));

@@ -5,6 +5,8 @@
 //   train_mnist --model C --epochs 2 --metrics run.jsonl
 //   train_mnist --max-steps 100 --save ckpt.safetensors && train_mnist --resume ckpt.safetensors
 //   train_mnist --init-from torch_weights.safetensors --no-shuffle --max-steps 10   # step-by-step vs PyTorch
+//   train_mnist --parallel threads --replicas 2                  # DataParallel: 2 replicas, 1 thread each
+//   mpirun -np 2 train_mnist --parallel ddp                      # DistributedDataParallel over MPI
 
 #include <cstdio>
 #include <exception>
@@ -44,6 +46,28 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("--log-interval", o.log_interval, "print a progress line every N steps (0: never)");
   app.add_option("--eval-batch-size", o.eval_batch_size, "batch size for the test set")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--parallel", o.parallel,
+                 "single (one device), threads (ThreadedReplicas: replicas split each batch) or ddp "
+                 "(ProcessGroupDDP over MPI: start with mpirun -np N; --batch-size is per rank)")
+      ->check(CLI::IsMember({"single", "threads", "ddp"}))
+      ->capture_default_str();
+  app.add_option("--replicas", o.replicas, "replicas for --parallel threads (each with --threads threads)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_flag("--deterministic", o.deterministic,
+               "bitwise the same weights for any replica count / world size dividing --chunks");
+  app.add_option("--chunks", o.chunks, "micro-batches per global batch in --deterministic mode")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--bucket-kib", o.bucket_kib, "gradient bucket size for --parallel ddp")
+      ->check(CLI::Range(1, 1 << 22))
+      ->capture_default_str();
+  app.add_option("--timeout", o.timeout, "seconds before a stalled collective fails (--parallel ddp)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--accumulation", o.accumulation, "batches per optimiser step (gradient accumulation)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     if (o.model == "A") return train_model_a(o);

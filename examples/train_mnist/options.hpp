@@ -22,6 +22,13 @@ struct TrainMnistOptions {
   std::size_t repeat = 1;
   std::size_t log_interval = 10;
   std::size_t eval_batch_size = 1000;
+  std::string parallel = "single"; // single | threads | ddp
+  std::size_t replicas = 2;        // --parallel threads
+  bool deterministic = false;
+  std::size_t chunks = 4;
+  std::size_t bucket_kib = 1024;
+  double timeout = 300;
+  std::size_t accumulation = 1;
 };
 
 int train_model_a(const TrainMnistOptions&);

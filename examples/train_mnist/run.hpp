@@ -10,6 +10,9 @@
 #include <cohort/data/dataset.hpp>
 #include <cohort/data/idx.hpp>
 #include <cohort/train/trainer.hpp>
+#if COHORT_WITH_MPI
+#include <cohort/mpi.hpp>
+#endif
 
 #include "options.hpp"
 
@@ -22,7 +25,7 @@ inline std::string default_optimizer(const std::string& model) {
 }
 inline double default_lr(const std::string& model) { return model == "A" ? 0.5 : model == "B" ? 1e-4 : 1e-3; }
 
-template <class Net, class Opt>
+template <class Net, class Parallel, class Opt>
 int train(const TrainMnistOptions& o, Opt opt) {
   using namespace cohort;
   using Data = ImageDataset<typename Net::input_shape>;
@@ -33,8 +36,6 @@ int train(const TrainMnistOptions& o, Opt opt) {
   const Normalization norm = Normalization::of(train_images);
   const Data train_set = Data::from_idx(train_images, read_idx(train_files.labels, idx_labels_magic), 10, norm);
   const Data test_set = Data::load(test_files, 10, norm);
-  std::printf("data: %zu training and %zu test images from %s (mean %.4f, std %.4f), repeated %zux\n", train_set.size(),
-              test_set.size(), o.data_dir.c_str(), double(norm.mean), double(norm.std), o.repeat);
 
   set_num_threads(o.threads);
   TrainerOptions to;
@@ -47,15 +48,30 @@ int train(const TrainMnistOptions& o, Opt opt) {
   to.metrics = o.metrics;
   to.model_size = o.model;
   to.n_dataset_repeat = o.repeat;
-  Trainer<Net, Opt> trainer(std::move(opt), to);
+  to.accumulation_steps = o.accumulation;
+  to.parallel.replicas = o.replicas;
+  to.parallel.threads_per_replica = o.threads;
+  to.parallel.deterministic = o.deterministic;
+  to.parallel.deterministic_chunks = o.chunks;
+  to.parallel.bucket_kib = o.bucket_kib;
+  to.parallel.timeout_s = o.timeout;
+  Trainer<Net, Opt, Parallel> trainer(std::move(opt), to);
+  const bool root = trainer.rank() == 0; // only rank 0 talks
+  if (root)
+    std::printf("data: %zu training and %zu test images from %s (mean %.4f, std %.4f), repeated %zux\n",
+                train_set.size(), test_set.size(), o.data_dir.c_str(), double(norm.mean), double(norm.std), o.repeat);
   if (!o.init_from.empty()) trainer.init_from(o.init_from);
   if (!o.resume.empty()) {
     trainer.resume(o.resume);
-    std::printf("resumed from %s at epoch %llu, step %llu\n", o.resume.c_str(),
-                static_cast<unsigned long long>(trainer.epoch()), static_cast<unsigned long long>(trainer.step()));
+    if (root)
+      std::printf("resumed from %s at epoch %llu, step %llu\n", o.resume.c_str(),
+                  static_cast<unsigned long long>(trainer.epoch()), static_cast<unsigned long long>(trainer.step()));
   }
-  std::printf("model %s (%zu parameters), %s, batch %zu, %zu thread(s)\n", o.model.c_str(), Net::parameter_count,
-              std::string(Opt::name).c_str(), to.batch_size, o.threads);
+  if (root)
+    std::printf("model %s (%zu parameters), %s, batch %zu, %s x %zu, %zu thread(s) each%s\n", o.model.c_str(),
+                Net::parameter_count, std::string(Opt::name).c_str(), to.batch_size,
+                std::string(Parallel::name).c_str(), trainer.engine().devices(), o.threads,
+                o.deterministic ? ", deterministic" : "");
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<EpochReport> history;
@@ -64,16 +80,33 @@ int train(const TrainMnistOptions& o, Opt opt) {
   else
     history = trainer.fit(train_set, o.epochs, &test_set);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const auto& r : history)
-    std::printf("epoch %llu time: %.2f s%s\n", static_cast<unsigned long long>(r.epoch), r.seconds,
-                r.complete ? "" : " (stopped at --max-steps)");
+  if (root)
+    for (const auto& r : history)
+      std::printf("epoch %llu time: %.2f s%s\n", static_cast<unsigned long long>(r.epoch), r.seconds,
+                  r.complete ? "" : " (stopped at --max-steps)");
   if (!o.save.empty()) {
     trainer.save(o.save);
-    std::printf("saved %s\n", o.save.c_str());
+    if (root) std::printf("saved %s\n", o.save.c_str());
   }
   const EvalReport e = trainer.evaluate(test_set);
-  std::printf("Finished training in %.2f s\nTest accuracy: %.2f%% (%zu images)\n", total, e.accuracy, e.samples);
+  if (root)
+    std::printf("Finished training in %.2f s\nTest accuracy: %.2f%% (%zu images)\n", total, e.accuracy, e.samples);
   return 0;
+}
+
+/// The parallel policy from --parallel.
+template <class Net, class Opt>
+int train_with(const TrainMnistOptions& o, Opt opt) {
+  using namespace cohort;
+  if (o.parallel == "threads") return train<Net, ThreadedReplicas<dynamic_replicas>>(o, std::move(opt));
+  if (o.parallel == "ddp") {
+#if COHORT_WITH_MPI
+    return train<Net, ProcessGroupDDP<Mpi>>(o, std::move(opt));
+#else
+    throw ValueError("--parallel ddp: this train_mnist was built without MPI (configure with -DCOHORT_WITH_MPI=ON)");
+#endif
+  }
+  return train<Net, SingleDevice<>>(o, std::move(opt));
 }
 
 template <class Net>
@@ -81,9 +114,9 @@ int run(const TrainMnistOptions& o) {
   using namespace cohort;
   const std::string name = o.optimizer.empty() ? default_optimizer(o.model) : o.optimizer;
   const double lr = o.lr >= 0 ? o.lr : (o.optimizer.empty() ? default_lr(o.model) : -1);
-  if (name == "sgd") return train<Net>(o, Sgd({.lr = lr >= 0 ? lr : 1e-3, .momentum = o.momentum}));
-  if (name == "adam") return train<Net>(o, Adam({.lr = lr >= 0 ? lr : 1e-3, .eps = 1e-7}));
-  return train<Net>(o, Adadelta({.lr = lr >= 0 ? lr : 1.0}));
+  if (name == "sgd") return train_with<Net>(o, Sgd({.lr = lr >= 0 ? lr : 1e-3, .momentum = o.momentum}));
+  if (name == "adam") return train_with<Net>(o, Adam({.lr = lr >= 0 ? lr : 1e-3, .eps = 1e-7}));
+  return train_with<Net>(o, Adadelta({.lr = lr >= 0 ? lr : 1.0}));
 }
 
 } // namespace train_mnist

@@ -11,26 +11,13 @@
 #include <cohort/cohort.hpp>
 #include <cohort/models/seed_models.hpp>
 
+#include "support/bands.hpp"
+
 using namespace cohort;
 namespace fs = std::filesystem;
 
 namespace {
-/// A learnable toy set: the label is which band of rows is bright.
-struct Bands {
-  std::vector<float> x;
-  std::vector<std::int32_t> y;
-  Bands(std::size_t n, unsigned seed) : x(n * 784), y(n) {
-    std::mt19937 g(seed);
-    std::uniform_real_distribution<float> u(0, 0.3f);
-    for (std::size_t i = 0; i < n; ++i) {
-      y[i] = std::int32_t(g() % 10);
-      for (std::size_t p = 0; p < 784; ++p) x[i * 784 + p] = u(g) + ((p / 28) / 3 == std::size_t(y[i]) ? 1.f : 0.f);
-    }
-  }
-  std::size_t size() const { return y.size(); }
-  const float* image(std::size_t i) const { return x.data() + i * 784; }
-  std::int32_t label(std::size_t i) const { return y[i]; }
-};
+using test::Bands;
 
 struct TempDir {
   fs::path path = fs::temp_directory_path() / ("cohort_trainer_" + std::to_string(std::random_device{}()));
@@ -89,8 +76,8 @@ TEST_CASE("Trainer: learns, evaluates and writes seed 003's metrics") {
   std::string first, second;
   std::getline(in, first);
   std::getline(in, second);
-  CHECK(first.find("\"n_dataset_repeat\": 1, \"batch_size\": 50, \"n_devices\": 1, \"model_size\": \"small\"") !=
-        std::string::npos);
+  CHECK(first.find("\"n_dataset_repeat\": 1, \"batch_size\": 50, \"n_devices\": 1, \"parallel\": \"SingleDevice\", "
+                   "\"model_size\": \"small\"") != std::string::npos);
   CHECK(first.find("\"second epoch time\": null") != std::string::npos);
   CHECK(second.find("\"second epoch time\": null") == std::string::npos);
   CHECK(second.find("\"test_accuracy\": ") != std::string::npos);

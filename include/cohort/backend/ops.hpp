@@ -12,6 +12,7 @@
 /// generate kernels for the exact shape. Everything is NCHW, row-major, as in PyTorch.
 
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 namespace cohort {
@@ -42,6 +43,16 @@ struct Pool2dGeometry {
 template <std::size_t C, std::size_t Plane>
 struct ChannelGeometry {
   static constexpr std::size_t channels = C, plane = Plane, size = C * Plane;
+};
+
+/// Global index of the random number of dropout unit u of a batch (Units units per sample):
+/// (offset + (u / units) * stride) * units + u % units, so a unit draws the same number however
+/// the global batch is split between replicas and ranks.
+struct GlobalUnits {
+  std::uint64_t offset = 0, stride = 1, units = 1;
+  constexpr std::uint64_t operator()(std::uint64_t u) const noexcept {
+    return (offset + u / units * stride) * units + u % units;
+  }
 };
 
 namespace ops {

@@ -52,6 +52,15 @@ class CheckpointError : public FormatError {
   using FormatError::FormatError;
 };
 
+/// Ranks or replicas that cannot go on together: a collective operation failed or did not finish
+/// within its deadline, the ranks built different networks or policies, or the launch
+/// environment (rank, world size) is inconsistent. The message names the rank(s), the
+/// operation and the step.
+class DistributedError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 
 /// Builds a message from streamable pieces: `concat("expected ", 3, ", found ", 4)`.

@@ -60,6 +60,16 @@ struct BatchNorm2d {
     template <class Backend, class T>
     static constexpr bool fuses_relu = ops::BatchNormKernels<Backend>::template fuses_relu<T>;
 
+    /// Whether the backend can also apply a max-pool of geometry PoolGeometry after that ReLU:
+    /// the executor then runs BatchNorm2d -> ReLU -> MaxPool2d as this one layer.
+    template <class Backend, class T, class PoolGeometry>
+    static constexpr bool fuses_relu_pool = [] {
+      if constexpr (requires { ops::BatchNormKernels<Backend>::template fuses_relu_pool<geometry, PoolGeometry, T>; })
+        return ops::BatchNormKernels<Backend>::template fuses_relu_pool<geometry, PoolGeometry, T>;
+      else
+        return false;
+    }();
+
     template <class Backend, class T>
     static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       using K = ops::BatchNormKernels<Backend>;
@@ -83,6 +93,32 @@ struct BatchNorm2d {
       ops::BatchNormKernels<Backend>::template backward<geometry>(
           a.ctx, a.step.mode == Mode::train, a.x, a.params + offsets[0], a.dy, a.dx, a.grads + offsets[0],
           a.grads + offsets[1], a.batch, a.accumulate, ws, a.fused_relu ? a.y : nullptr);
+    }
+    /// BatchNorm2d -> ReLU -> MaxPool2d fused (fuses_relu_pool): `a.y` is the pool's output.
+    template <class Backend, class T, class PoolGeometry>
+    static void forward_relu_pool(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
+      using K = ops::BatchNormKernels<Backend>;
+      const T* gamma = a.params + offsets[0];
+      const T* beta = a.params + offsets[1];
+      auto* mean = a.buffers + buffer_offsets[0];
+      auto* var = a.buffers + buffer_offsets[1];
+      if (a.step.mode == Mode::train) {
+        K::template forward_train_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws);
+        if (a.step.update_buffers) {
+          K::template update_running<geometry>(a.ctx, mean, var, a.batch, momentum, ws);
+          ++a.counters[0];
+        }
+      } else {
+        K::template forward_eval_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch,
+                                                                   eps, ws);
+      }
+    }
+    /// Its backward: `a.dy` and `a.y` are the pool's output gradient and output.
+    template <class Backend, class T, class PoolGeometry>
+    static void backward_relu_pool(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
+      ops::BatchNormKernels<Backend>::template backward_relu_pool<geometry, PoolGeometry>(
+          a.ctx, a.step.mode == Mode::train, a.x, a.params + offsets[0], a.dy, a.y, a.dx, a.grads + offsets[0],
+          a.grads + offsets[1], a.batch, a.accumulate, ws);
     }
   };
 };

@@ -45,8 +45,9 @@ struct BoundDropout : NoTensors {
     if (a.step.mode == Mode::eval || P == 0.f)
       K::copy(a.ctx, a.x, a.y, a.batch * S::size);
     else
-      K::dropout_forward(a.ctx, dropout_stream(a.step, a.index), a.step.sample_offset * Units, P, a.x, s.mask.data(),
-                         a.y, a.batch * Units, UnitSize);
+      K::dropout_forward(a.ctx, dropout_stream(a.step, a.index),
+                         GlobalUnits{a.step.sample_offset, a.step.sample_stride, Units}, P, a.x, s.mask.data(), a.y,
+                         a.batch * Units, UnitSize);
   }
   template <class Backend, class T>
   static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& s) {

@@ -80,9 +80,11 @@ struct StepInfo {
   std::uint64_t seed = 0;
   /// Number of training forward passes before this one: selects fresh dropout masks.
   std::uint64_t step = 0;
-  /// Position of this batch's first sample in the global batch (replicas and ranks see shards):
-  /// random numbers are indexed by global sample, so masks do not depend on the world size.
+  /// Where this batch's samples sit in the global batch (replicas and ranks see shards): sample
+  /// i is global sample `sample_offset + i * sample_stride`. Random numbers are indexed by
+  /// global sample, so masks do not depend on how a batch is split.
   std::uint64_t sample_offset = 0;
+  std::uint64_t sample_stride = 1;
   /// False on every replica but one, so running statistics are updated exactly once.
   bool update_buffers = true;
 };

@@ -59,6 +59,8 @@ class ClassificationLoss {
  public:
   /// d loss / d input of the last forward.
   LossGradient<T> backward() const noexcept { return {grad_.data(), batch_, features_}; }
+  /// The threads the loss kernels run on (a replica's own; default: the process's pool).
+  void set_context(const typename Backend::context& ctx) noexcept { ctx_ = ctx; }
 
  protected:
   /// Checks labels and sizes the gradient for a (batch, features) input.

@@ -56,7 +56,12 @@ class Network {
   /// Runs the network. `x` must stay alive until backward. The result is valid until the next
   /// forward.
   ConstBatchView<output_shape, T> forward(ConstBatchView<input_shape, T> x) {
-    const StepInfo info{mode_, seed_, step_, sample_offset_, update_buffers_};
+    const StepInfo info{.mode = mode_,
+                        .seed = seed_,
+                        .step = step_,
+                        .sample_offset = sample_offset_,
+                        .sample_stride = sample_stride_,
+                        .update_buffers = update_buffers_};
     auto y = exec_.forward(ctx_, info, params_, x);
     if (mode_ == Mode::train) ++step_;
     return y;
@@ -105,10 +110,11 @@ class Network {
   void set_step(std::uint64_t s) noexcept { step_ = s; }
   std::uint64_t seed() const noexcept { return seed_; }
   void set_seed(std::uint64_t s) noexcept { seed_ = s; }
-  /// For replicas and ranks: where this shard starts in the global batch, and whether this
-  /// instance updates running statistics.
-  void set_shard(std::uint64_t sample_offset, bool update_buffers) noexcept {
+  /// For replicas and ranks: where this shard's samples sit in the global batch (sample i is
+  /// global sample offset + i * stride), and whether this instance updates running statistics.
+  void set_shard(std::uint64_t sample_offset, bool update_buffers, std::uint64_t sample_stride = 1) noexcept {
     sample_offset_ = sample_offset;
+    sample_stride_ = sample_stride;
     update_buffers_ = update_buffers;
   }
 
@@ -120,7 +126,7 @@ class Network {
   Executor<Net, T, Backend> exec_;
   context_type ctx_{};
   Mode mode_ = Mode::train;
-  std::uint64_t seed_ = 0, step_ = 0, sample_offset_ = 0;
+  std::uint64_t seed_ = 0, step_ = 0, sample_offset_ = 0, sample_stride_ = 1;
   bool update_buffers_ = true;
 };
 

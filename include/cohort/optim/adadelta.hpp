@@ -63,7 +63,8 @@ class Adadelta : public detail::OptimizerBase<Adadelta<T>> {
     detail::check_sizes("Adadelta", params.size(), grads.size(), square_avg_.size());
     ensure_state(params.size());
     const AdadeltaRule<T> rule{T(opt_.lr), T(opt_.rho), T(1 - opt_.rho), T(opt_.eps), T(opt_.weight_decay)};
-    cpu::apply_elementwise(rule, params.size(), params.data(), grads.data(), square_avg_.data(), acc_delta_.data());
+    cpu::apply_elementwise(this->threads(), rule, params.size(), params.data(), grads.data(), square_avg_.data(),
+                           acc_delta_.data());
     ++this->steps_;
   }
 

@@ -89,10 +89,11 @@ class Adam : public detail::OptimizerBase<Adam<T>> {
     const AdamRule<T> rule{T(opt_.weight_decay), T(1 - opt_.beta1), T(opt_.beta2),       T(1 - opt_.beta2),
                            T(std::sqrt(bc2)),    T(opt_.eps),       T(-(opt_.lr / bc1)), opt_.amsgrad};
     if (opt_.amsgrad)
-      cpu::apply_elementwise(rule, params.size(), params.data(), grads.data(), exp_avg_.data(), exp_avg_sq_.data(),
-                             max_exp_avg_sq_.data());
+      cpu::apply_elementwise(this->threads(), rule, params.size(), params.data(), grads.data(), exp_avg_.data(),
+                             exp_avg_sq_.data(), max_exp_avg_sq_.data());
     else
-      cpu::apply_elementwise(rule, params.size(), params.data(), grads.data(), exp_avg_.data(), exp_avg_sq_.data());
+      cpu::apply_elementwise(this->threads(), rule, params.size(), params.data(), grads.data(), exp_avg_.data(),
+                             exp_avg_sq_.data());
   }
 
   const AdamOptions& options() const noexcept { return opt_; }

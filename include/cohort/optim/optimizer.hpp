@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cohort/backend/cpu/thread_pool.hpp"
 #include "cohort/core/error.hpp"
 
 namespace cohort {
@@ -50,9 +51,14 @@ class OptimizerBase {
   /// Steps taken so far (saved in checkpoints: Adam's bias correction depends on it).
   std::uint64_t steps() const noexcept { return steps_; }
   void set_steps(std::uint64_t s) noexcept { steps_ = s; }
+  /// The threads step() runs on (null: the process's pool, set_num_threads). ThreadedReplicas
+  /// points it at its replica threads.
+  void set_threads(ThreadPool* pool) noexcept { pool_ = pool; }
+  ThreadPool& threads() const noexcept { return pool_ ? *pool_ : ThreadPool::global(); }
 
  protected:
   std::uint64_t steps_ = 0;
+  ThreadPool* pool_ = nullptr;
 };
 
 /// PyTorch's argument checks, with its wording: "Adam: invalid lr: -1 (expected >= 0)".

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "cohort/backend/cpu/context.hpp"
+#include "cohort/parallel/policy.hpp"
 
 namespace cohort {
 
@@ -19,14 +20,6 @@ struct SingleDevice {
   static constexpr std::string_view name = "SingleDevice";
   /// Network instances that compute gradients in one step.
   static constexpr std::size_t replicas = 1;
-};
-
-/// A parallel policy: how many replicas compute a step, on which backend, and how they agree.
-template <class P>
-concept ParallelPolicy = requires {
-  typename P::backend;
-  { P::name } -> std::convertible_to<std::string_view>;
-  { P::replicas } -> std::convertible_to<std::size_t>;
 };
 
 } // namespace cohort

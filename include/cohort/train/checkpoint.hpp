@@ -40,6 +40,7 @@ struct TrainerState {
   std::uint64_t batch_size = 0;
   std::uint64_t seed = 0;           // initialisation, dropout and shuffling seed
   std::uint64_t forward_passes = 0; // training forward passes (selects dropout masks)
+  std::uint64_t world_size = 1;     // processes the batches were split between (ProcessGroupDDP)
   bool shuffle = true;
 };
 
@@ -175,6 +176,7 @@ void save_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, con
   w.set_metadata("cohort.trainer.seed", std::to_string(s.seed));
   w.set_metadata("cohort.trainer.forward_passes", std::to_string(s.forward_passes));
   w.set_metadata("cohort.trainer.shuffle", s.shuffle ? "1" : "0");
+  w.set_metadata("cohort.trainer.world_size", std::to_string(s.world_size));
   detail::add_model_tensors(w, p);
   for (auto& slot : opt.slots(p.values.size()))
     detail::each_optimizer_tensor(p, slot, [&](const std::string& key, const TensorRef& t, auto* data) {
@@ -206,6 +208,10 @@ TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& 
   s.seed = detail::metadata_u64(f, "cohort.trainer.seed", problems);
   s.forward_passes = detail::metadata_u64(f, "cohort.trainer.forward_passes", problems);
   s.shuffle = detail::metadata_u64(f, "cohort.trainer.shuffle", problems) != 0;
+  // Written since the process-group issue; older checkpoints come from one process.
+  s.world_size = f.metadata().count("cohort.trainer.world_size")
+                     ? detail::metadata_u64(f, "cohort.trainer.world_size", problems)
+                     : 1;
 
   // The optimiser's slots, and nothing unexpected.
   auto slots = opt.slots(p.values.size());

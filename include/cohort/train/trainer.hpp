@@ -13,6 +13,7 @@
 /// a final LogSoftmax (seed 000), CrossEntropyLoss on raw scores otherwise (seeds 001, 003).
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -31,15 +32,16 @@
 #include "cohort/backend/cpu.hpp"
 #include "cohort/core/error.hpp"
 #include "cohort/data/sampler.hpp"
-#include "cohort/layers/log_softmax.hpp"
-#include "cohort/loss/cross_entropy_loss.hpp"
-#include "cohort/loss/nll_loss.hpp"
-#include "cohort/network/network.hpp"
 #include "cohort/optim/optimizer.hpp"
+#include "cohort/parallel/policy.hpp"
 #include "cohort/parallel/single_device.hpp"
+#include "cohort/parallel/threaded_replicas.hpp"
 #include "cohort/precision/full_precision.hpp"
 #include "cohort/tensor/buffer.hpp"
 #include "cohort/train/checkpoint.hpp"
+#include "cohort/train/engine/engine.hpp"
+#include "cohort/train/engine/single_device.hpp"
+#include "cohort/train/engine/threaded_replicas.hpp"
 
 namespace cohort {
 
@@ -51,12 +53,6 @@ concept ClassificationData = requires(const D& d, std::size_t i) {
   { d.image(i) } -> std::convertible_to<const float*>;
   { d.label(i) } -> std::convertible_to<std::int32_t>;
 };
-
-/// The loss a network's output calls for.
-template <class Net>
-using default_loss_t = std::conditional_t<
-    std::is_same_v<typename detail::at_t<Net::layer_count - 1, typename Net::layers>::layer, LogSoftmax>,
-    NllLoss<float>, CrossEntropyLoss<float>>;
 
 /// How the trainer runs, logs and records.
 struct TrainerOptions {
@@ -77,6 +73,11 @@ struct TrainerOptions {
   /// Recorded in the metrics as seed 003 does.
   std::string model_size{};
   std::size_t n_dataset_repeat = 1;
+  /// Batches whose gradients are added up before each optimiser step (DDP's no_sync: only the
+  /// last one communicates). Each batch weighs 1/accumulation_steps.
+  std::size_t accumulation_steps = 1;
+  /// Replicas, buckets, deterministic mode, deadlines (parallel/policy.hpp).
+  DataParallelOptions parallel{};
 };
 
 /// What one epoch (or the part of it run before max_steps) produced.
@@ -96,57 +97,6 @@ struct EvalReport {
 
 namespace detail {
 
-/// How one training step is computed under a (parallel, precision) policy pair. Each policy
-/// issue adds its specialisation; an unsupported pair fails here, with a message.
-template <class Parallel, class Precision, class Net, class Opt>
-class TrainEngine {
-  static_assert(dependent_false<Parallel>,
-                "Trainer: this combination of parallel and precision policies is not available (see "
-                "parallel/ and precision/ for what exists)");
-};
-
-/// SingleDevice<Cpu> + FullPrecision: one network, one optimiser.
-template <class Net, class Opt>
-class TrainEngine<SingleDevice<Cpu>, FullPrecision, Net, Opt> {
- public:
-  using network_type = Network<Net, float, Cpu>;
-  using loss_type = default_loss_t<Net>;
-
-  TrainEngine(Opt opt, std::uint64_t seed) : net_(seed), opt_(std::move(opt)) {}
-
-  double step(ConstBatchView<typename Net::input_shape, float> x, std::span<const std::int32_t> labels) {
-    net_.train();
-    const double l = loss_.forward(net_.forward(x), labels);
-    net_.backward(loss_.backward());
-    opt_.step(net_);
-    return l;
-  }
-  /// Predictions for accuracy: returns (correct, summed loss) over the batch, in eval mode.
-  std::pair<std::size_t, double> evaluate(ConstBatchView<typename Net::input_shape, float> x,
-                                          std::span<const std::int32_t> labels) {
-    net_.eval();
-    const auto y = net_.forward(x);
-    const double l = loss_.forward(y, labels);
-    std::size_t correct = 0;
-    constexpr std::size_t k = Net::output_shape::size;
-    for (std::size_t n = 0; n < x.batch(); ++n) {
-      const float* row = y.data() + n * k;
-      correct += std::size_t(std::max_element(row, row + k) - row) == std::size_t(labels[n]);
-    }
-    net_.train();
-    return {correct, l * double(x.batch())};
-  }
-
-  network_type& network() noexcept { return net_; }
-  Opt& optimizer() noexcept { return opt_; }
-  static constexpr std::size_t devices = 1;
-
- private:
-  network_type net_;
-  Opt opt_;
-  loss_type loss_;
-};
-
 /// A JSON number, or null for what is not known (NaN) or not finite.
 inline std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
@@ -162,7 +112,9 @@ template <class Net, class Opt, class Parallel = SingleDevice<>, class Precision
 class Trainer {
   static_assert(NetworkDescription<Net>, "Trainer: Net must be a well-formed Sequential<Input<...>, Layers...>");
   static_assert(Optimizer<Opt>, "Trainer: Opt must be an optimiser (Sgd<>, Adam<>, Adadelta<>, ...)");
-  static_assert(ParallelPolicy<Parallel>, "Trainer: Parallel must be a parallel policy (SingleDevice<>, ...)");
+  static_assert(
+      ParallelPolicy<Parallel>,
+      "Trainer: Parallel must be a parallel policy (SingleDevice<>, ThreadedReplicas<N>, ProcessGroupDDP<Mpi>)");
   static_assert(PrecisionPolicy<Precision>, "Trainer: Precision must be a precision policy (FullPrecision, ...)");
   static_assert(Net::output_shape::rank == 1, "Trainer: the network must end in a vector of class scores");
 
@@ -171,14 +123,19 @@ class Trainer {
 
  public:
   explicit Trainer(Opt opt, TrainerOptions options = {})
-      : opt_(std::move(options)), engine_(std::move(opt), opt_.seed) {
-    if (opt_.batch_size == 0) throw ValueError("Trainer: batch_size must be at least 1");
-    if (opt_.eval_batch_size == 0) throw ValueError("Trainer: eval_batch_size must be at least 1");
-  }
+      : opt_(std::move(checked(options))), engine_(std::move(opt), engine_options(opt_)) {}
 
-  auto& network() noexcept { return engine_.network(); }
+  /// The single-device network (SingleDevice policy only; use parameters() otherwise).
+  auto& network() noexcept requires requires(engine_type& e) { e.network(); }
+  { return engine_.network(); }
+  /// The trained parameters, running statistics and counters (shared by every replica).
+  auto& parameters() noexcept { return engine_.parameters(); }
   Opt& optimizer() noexcept { return engine_.optimizer(); }
+  engine_type& engine() noexcept { return engine_; }
   const TrainerOptions& options() const noexcept { return opt_; }
+  /// This process's rank and the number of processes (1 unless ProcessGroupDDP).
+  std::size_t rank() const noexcept { return engine_.rank(); }
+  std::size_t world_size() const noexcept { return engine_.world(); }
   /// Optimiser steps so far, epochs completed, and batches of the current epoch done.
   std::uint64_t step() const noexcept { return state_.step; }
   std::uint64_t epoch() const noexcept { return state_.epoch; }
@@ -194,45 +151,69 @@ class Trainer {
     return out;
   }
 
-  /// Trains (the rest of) the current epoch.
+  /// Trains (the rest of) the current epoch. Under ProcessGroupDDP every rank draws its own
+  /// share of the epoch (DistributedSampler: every rank runs the same number of steps) and
+  /// `batch_size` is per rank, as in PyTorch; ThreadedReplicas splits each batch.
   template <class Train, class Test = Train>
   requires ClassificationData<Train, input_shape> EpochReport fit_epoch(const Train& train,
                                                                         const Test* test = nullptr) {
     const std::size_t n = train.size();
     if (n == 0) throw ValueError("Trainer: the training set is empty");
-    const std::size_t bs = opt_.batch_size;
-    const std::size_t batches = (n + bs - 1) / bs;
+    const std::size_t bs = opt_.batch_size, world = engine_.world();
     if (state_.batch_in_epoch > 0 && state_.batch_size != bs)
       throw ValueError(detail::concat("Trainer: resuming in the middle of an epoch needs the checkpoint's batch size ",
                                       state_.batch_size, ", this run has ", bs));
+    if (state_.batch_in_epoch > 0 && state_.world_size != world)
+      throw ValueError(detail::concat("Trainer: resuming in the middle of an epoch needs the checkpoint's world size ",
+                                      state_.world_size, ", this run has ", world,
+                                      " (a checkpoint taken at the end of an epoch fits any world size)"));
     state_.batch_size = bs;
+    state_.world_size = world;
     state_.seed = opt_.seed;
     state_.shuffle = opt_.shuffle;
-    ShuffleSampler sampler(n, opt_.seed, opt_.shuffle);
-    sampler.indices(state_.epoch, order_);
+    if (world > 1) {
+      DistributedSampler sampler(n, int(world), int(engine_.rank()), {.shuffle = opt_.shuffle, .seed = opt_.seed});
+      sampler.indices(state_.epoch, order_);
+    } else {
+      ShuffleSampler sampler(n, opt_.seed, opt_.shuffle);
+      sampler.indices(state_.epoch, order_);
+    }
+    const std::size_t local = world > 1 ? order_.size() : n; // this process's samples this epoch
+    const std::size_t batches = (local + bs - 1) / bs;
+    const std::size_t k = opt_.accumulation_steps;
 
     EpochReport r;
     r.epoch = state_.epoch;
     double loss_sum = 0;
     const auto t0 = std::chrono::steady_clock::now();
-    for (std::size_t b = state_.batch_in_epoch; b < batches; ++b) {
+    for (std::size_t b = state_.batch_in_epoch; b < batches;) {
       if (reached_max_steps()) {
         r.complete = false;
         break;
       }
-      const std::size_t first = b * bs, count = std::min(bs, n - first);
-      gather(train, std::span<const std::size_t>(order_.data() + first, count));
-      const double l = engine_.step({batch_x_.data(), count}, std::span<const std::int32_t>(batch_y_.data(), count));
+      // One optimiser step: up to k batches (fewer at the end of the epoch).
+      const std::size_t group = std::min(k, batches - b);
+      double step_loss = 0;
+      for (std::size_t i = 0; i < group; ++i, ++b) {
+        const std::size_t first = b * bs, count = std::min(bs, local - first);
+        gather(train, std::span<const std::size_t>(order_.data() + first, count));
+        step_loss +=
+            engine_.step({batch_x_.data(), count}, std::span<const std::int32_t>(batch_y_.data(), count),
+                         {.step = state_.step, .forward_pass = state_.forward_passes, .index = i, .count = group});
+        ++state_.forward_passes;
+        r.samples += count * world;
+      }
+      const double l = step_loss / double(group);
       loss_sum += l;
       ++r.steps;
-      r.samples += count;
       ++state_.step;
-      state_.batch_in_epoch = b + 1;
-      if (opt_.log && opt_.log_interval && b % opt_.log_interval == 0) {
+      state_.batch_in_epoch = b;
+      const std::size_t shown = b - 1;
+      if (log_here() && opt_.log_interval && (shown / k) % opt_.log_interval == 0) {
         char line[160];
         std::snprintf(line, sizeof line, "epoch: %llu [%zu/%zu (%.0f%%)]\ttraining loss: %.6f\n",
-                      static_cast<unsigned long long>(state_.epoch), b, batches, 100.0 * double(b) / double(batches),
-                      l);
+                      static_cast<unsigned long long>(state_.epoch), shown, batches,
+                      100.0 * double(shown) / double(batches), l);
         *opt_.log << line << std::flush;
       }
     }
@@ -255,51 +236,97 @@ class Trainer {
   }
 
   /// Accuracy and mean loss on `data` in evaluation mode (dropout off, running statistics).
+  /// Under ProcessGroupDDP each rank evaluates a contiguous share and the counts are summed.
   template <class Data>
   requires ClassificationData<Data, input_shape> EvalReport evaluate(const Data& data) {
-    EvalReport e;
-    std::size_t correct = 0;
-    double loss = 0;
+    engine_.sync_buffers();
+    const std::size_t n = data.size(), world = engine_.world(), rank = engine_.rank();
+    const std::size_t begin = n * rank / world, end = n * (rank + 1) / world;
+    double correct = 0, loss = 0;
     std::vector<std::size_t> idx;
-    for (std::size_t first = 0; first < data.size(); first += opt_.eval_batch_size) {
-      const std::size_t count = std::min(opt_.eval_batch_size, data.size() - first);
+    for (std::size_t first = begin; first < end; first += opt_.eval_batch_size) {
+      const std::size_t count = std::min(opt_.eval_batch_size, end - first);
       idx.resize(count);
       for (std::size_t i = 0; i < count; ++i) idx[i] = first + i;
       gather(data, idx);
       const auto [c, l] =
           engine_.evaluate({batch_x_.data(), count}, std::span<const std::int32_t>(batch_y_.data(), count));
-      correct += c;
+      correct += double(c);
       loss += l;
     }
-    e.samples = data.size();
-    e.accuracy = data.size() ? 100.0 * double(correct) / double(data.size()) : 0;
-    e.loss = data.size() ? loss / double(data.size()) : 0;
+    std::array<double, 2> totals{correct, loss};
+    engine_.sum(totals, "the evaluation counts");
+    EvalReport e;
+    e.samples = n;
+    e.accuracy = n ? 100.0 * totals[0] / double(n) : 0;
+    e.loss = n ? totals[1] / double(n) : 0;
     return e;
   }
 
-  /// Saves weights, optimiser state and position (atomic; resumes bitwise).
+  /// Saves weights, optimiser state and position (atomic; resumes bitwise). Under
+  /// ProcessGroupDDP rank 0 writes, between two barriers, the same file format.
   void save(const std::filesystem::path& path) {
-    state_.forward_passes = network().step();
-    save_checkpoint(path, network().parameters(), optimizer(), state_);
+    engine_.sync_buffers();
+    engine_.barrier("the barrier before saving a checkpoint");
+    if (engine_.rank() == 0) save_checkpoint(path, parameters(), optimizer(), state_);
+    engine_.barrier("the barrier after saving a checkpoint");
   }
-  /// Continues from a checkpoint written by save(). Throws CheckpointError (changing nothing)
-  /// if it does not fit this network and optimiser, ValueError if its seed differs.
+  /// Continues from a checkpoint written by save(), by any policy and world size. Throws
+  /// CheckpointError (changing nothing) if it does not fit this network and optimiser. Under
+  /// ProcessGroupDDP rank 0 reads the file and sends everything to the other ranks.
   void resume(const std::filesystem::path& path) {
-    auto& net = network();
-    TrainerState s = load_checkpoint(path, net.parameters(), optimizer());
-    net.set_step(s.forward_passes);
-    net.set_seed(s.seed);
+    TrainerState s;
+    std::string error;
+    if (engine_.rank() == 0) {
+      try {
+        s = load_checkpoint(path, parameters(), optimizer());
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+    engine_.share_from_root(error, s);
+    if (!error.empty()) throw CheckpointError(engine_.rank() == 0 ? error : "rank 0 could not resume: " + error);
     opt_.seed = s.seed;
     opt_.shuffle = s.shuffle;
+    engine_.set_seed(s.seed); // the checkpoint's dropout masks
     state_ = s;
   }
   /// Starts from the weights of a file (a weights file, a checkpoint, or a PyTorch state_dict
   /// saved with safetensors); optimiser and position start fresh.
-  void init_from(const std::filesystem::path& path) { load_weights(path, network().parameters()); }
+  void init_from(const std::filesystem::path& path) {
+    TrainerState unused = state_;
+    std::string error;
+    if (engine_.rank() == 0) {
+      try {
+        load_weights(path, parameters());
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+    engine_.share_from_root(error, unused);
+    if (!error.empty()) throw CheckpointError(engine_.rank() == 0 ? error : "rank 0 could not load weights: " + error);
+  }
 
   const TrainerState& state() const noexcept { return state_; }
 
  private:
+  static TrainerOptions&& checked(TrainerOptions& o) {
+    if (o.batch_size == 0) throw ValueError("Trainer: batch_size must be at least 1");
+    if (o.eval_batch_size == 0) throw ValueError("Trainer: eval_batch_size must be at least 1");
+    if (o.accumulation_steps == 0) throw ValueError("Trainer: accumulation_steps must be at least 1");
+    return std::move(o);
+  }
+  /// What the engine is built with; the settings every rank must share.
+  static EngineOptions engine_options(const TrainerOptions& o) {
+    EngineOptions e{.seed = o.seed, .parallel = o.parallel};
+    e.agreement = {detail::concat("batch_size: ", o.batch_size),
+                   detail::concat("accumulation_steps: ", o.accumulation_steps), detail::concat("seed: ", o.seed),
+                   detail::concat("shuffle: ", o.shuffle), detail::concat("max_steps: ", o.max_steps)};
+    return e;
+  }
+  /// Progress and metrics come from rank 0 only.
+  bool log_here() const noexcept { return opt_.log && engine_.rank() == 0; }
+
   /// Copies the samples at `idx` into the batch buffers (no allocation once they are sized).
   template <class Data>
   void gather(const Data& data, std::span<const std::size_t> idx) {
@@ -314,6 +341,7 @@ class Trainer {
 
   void record(const EpochReport& r) {
     if (r.complete) epoch_seconds_.push_back(r.seconds);
+    if (engine_.rank() != 0) return;
     if (opt_.log) {
       char line[200];
       std::snprintf(line, sizeof line, "epoch %llu%s: %.2f s, %.0f samples/s, mean training loss %.6f",
@@ -334,7 +362,9 @@ class Trainer {
     const double second = epoch_seconds_.size() > 1 ? epoch_seconds_[1] : unknown;
     out << "{\"epoch\": " << r.epoch << ", \"complete\": " << (r.complete ? "true" : "false")
         << ", \"n_dataset_repeat\": " << opt_.n_dataset_repeat << ", \"batch_size\": " << opt_.batch_size
-        << ", \"n_devices\": " << engine_type::devices << ", \"model_size\": " << detail::json_quote(opt_.model_size)
+        << ", \"n_devices\": " << engine_.devices()
+        << ", \"parallel\": " << detail::json_quote(std::string(Parallel::name))
+        << ", \"model_size\": " << detail::json_quote(opt_.model_size)
         << ", \"first epoch time\": " << detail::json_number(first)
         << ", \"second epoch time\": " << detail::json_number(second)
         << ", \"epoch time\": " << detail::json_number(r.seconds) << ", \"steps\": " << r.steps

@@ -8,8 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "cohort/backend/cpu/context.hpp"
+#include "cohort/backend/cpu/relu_pool.hpp"
 #include "cohort/backend/cpu/simd.hpp"
 #include "cohort/backend/ops.hpp"
 #include "cohort/core/dtype.hpp"
@@ -181,6 +184,65 @@ inline void grad_sums(Isa isa, const float* x, const float* dy, const float* m, 
   else
     grad_sums_impl<4>(x, dy, m, n, acc);
 }
+/// y = x * scale + shift (then the ReLU layer's rule when `relu`), the float path's one
+/// normalisation loop: fused and unfused runs share it, so they agree bit for bit.
+COHORT_ALWAYS_INLINE void normalize_impl(const float* __restrict x, float* __restrict y, std::size_t n, float scale,
+                                         float shift, bool relu) {
+  if (relu)
+    for (std::size_t i = 0; i < n; ++i) {
+      const float v = x[i] * scale + shift;
+      y[i] = v > 0.f ? v : 0.f;
+    }
+  else
+    for (std::size_t i = 0; i < n; ++i) y[i] = x[i] * scale + shift;
+}
+/// One (H, W) plane normalised into `scratch`, then ReLU + 2x2 max-pool into `pooled`/`win`.
+template <int W>
+COHORT_ALWAYS_INLINE void normalize_relu_pool_impl(const float* x, std::size_t h, std::size_t w, float scale,
+                                                   float shift, float* scratch, float* pooled, std::uint8_t* win) {
+  normalize_impl(x, scratch, h * w, scale, shift, false);
+  const std::size_t pw = w / 2;
+  for (std::size_t ph = 0; ph < h / 2; ++ph)
+    relu_pool_rows<W>(scratch + 2 * ph * w, scratch + (2 * ph + 1) * w, pw, pooled + ph * pw, win + ph * pw);
+}
+COHORT_TARGET_AVX512 inline void normalize_avx512(const float* x, float* y, std::size_t n, float a, float b, bool r) {
+  normalize_impl(x, y, n, a, b, r);
+}
+COHORT_TARGET_AVX2 inline void normalize_avx2(const float* x, float* y, std::size_t n, float a, float b, bool r) {
+  normalize_impl(x, y, n, a, b, r);
+}
+inline void normalize(Isa isa, const float* x, float* y, std::size_t n, float scale, float shift, bool relu) {
+  if (isa == Isa::avx512)
+    normalize_avx512(x, y, n, scale, shift, relu);
+  else if (isa == Isa::avx2)
+    normalize_avx2(x, y, n, scale, shift, relu);
+  else
+    normalize_impl(x, y, n, scale, shift, relu);
+}
+COHORT_TARGET_AVX512 inline void normalize_relu_pool_avx512(const float* x, std::size_t h, std::size_t w, float a,
+                                                            float b, float* s, float* p, std::uint8_t* win) {
+  normalize_relu_pool_impl<16>(x, h, w, a, b, s, p, win);
+}
+COHORT_TARGET_AVX2 inline void normalize_relu_pool_avx2(const float* x, std::size_t h, std::size_t w, float a, float b,
+                                                        float* s, float* p, std::uint8_t* win) {
+  normalize_relu_pool_impl<8>(x, h, w, a, b, s, p, win);
+}
+inline void normalize_relu_pool(Isa isa, const float* x, std::size_t h, std::size_t w, float scale, float shift,
+                                float* scratch, float* pooled, std::uint8_t* win) {
+  if (isa == Isa::avx512)
+    normalize_relu_pool_avx512(x, h, w, scale, shift, scratch, pooled, win);
+  else if (isa == Isa::avx2)
+    normalize_relu_pool_avx2(x, h, w, scale, shift, scratch, pooled, win);
+  else
+    normalize_relu_pool_impl<4>(x, h, w, scale, shift, scratch, pooled, win);
+}
+/// Per-thread room for one plane plus the slack relu_pool_rows reads past it.
+inline float* plane_scratch(std::size_t n) {
+  thread_local HostBuffer<float> buffer;
+  if (buffer.size() < n + 64) buffer.resize(n + 64);
+  return buffer.data();
+}
+
 /// The two sums of an accumulator block of 4 x D lanes: lanes of (s0, s1) then of (q0, q1),
 /// pairwise in a fixed order.
 inline void lane_totals(const double* acc, std::size_t d, double& first, double& second) {
@@ -197,12 +259,17 @@ template <>
 struct ops::BatchNormKernels<Cpu> {
   template <class G, class T>
   struct workspace {
-    HostBuffer<double> mean, var, invstd; // (C): batch statistics, or running ones in eval mode
-    std::size_t count = 0;                // values per channel in the last training batch
+    HostBuffer<double> mean, var, invstd;         // (C): batch statistics, or running ones in eval mode
+    std::size_t count = 0;                        // values per channel in the last training batch
+    HostBuffer<double> sums;                      // (C, 32): a channel's lane sums (float path)
+    std::vector<cpu::detail::LaneSums> lane_sums; // (2C): the same for the double path
+    HostBuffer<std::uint8_t> window;              // fused pool: argmax of each window (2*down + right)
     void reserve(std::size_t) {
       mean.resize(G::channels);
       var.resize(G::channels);
       invstd.resize(G::channels);
+      sums.resize(G::channels * 32);
+      lane_sums.resize(2 * G::channels);
     }
   };
 
@@ -211,42 +278,23 @@ struct ops::BatchNormKernels<Cpu> {
   template <class T>
   static constexpr bool fuses_relu = std::is_same_v<T, float>;
 
+  /// A following ReLU and 2x2, stride-2 max-pool (geometry PG) can run inside the kernels: the
+  /// normalised activation and its gradient then never go to memory at full size.
+  template <class G, class PG, class T>
+  static constexpr bool fuses_relu_pool =
+      std::is_same_v<T, float>&& PG::kernel == 2 && PG::stride == 2 && PG::padding == 0 &&
+      PG::channels == G::channels&& PG::in_h* PG::in_w == G::plane;
+
   /// `relu`: write max(y, 0) (a fused ReLU).
   template <class G, class T>
   static void forward_train(CpuContext& ctx, const T* x, const T* gamma, const T* beta, T* y, std::size_t batch,
                             float eps, workspace<G, T>& ws, bool relu = false) {
-    ws.reserve(batch);
-    const std::size_t m = batch * G::plane;
-    if (m < 2)
-      throw ValueError(cohort::detail::concat("BatchNorm2d: training needs more than 1 value per channel, found ", m,
-                                              " (batch ", batch, " x plane ", G::plane, ")"));
-    ws.count = m;
-    const Isa isa = cpu::active_isa();
-    ctx.threads().parallel_for(G::channels, 1, [&, isa](std::size_t c0, std::size_t c1) {
-      for (std::size_t c = c0; c < c1; ++c) {
-        double mean, var;
-        if constexpr (std::is_same_v<T, float>) {
-          // One pass: sum and sum of squares in double (no cancellation worth the name for float data).
-          double acc[32] = {};
-          for (std::size_t n = 0; n < batch; ++n)
-            cpu::detail::moments(isa, x + n * G::size + c * G::plane, G::plane, acc);
-          double sum, sq;
-          cpu::detail::lane_totals(acc, cpu::detail::bn_lanes(isa), sum, sq);
-          mean = sum / double(m);
-          var = std::max(sq / double(m) - mean * mean, 0.0);
-        } else {
-          cpu::detail::LaneSums sum, sq;
-          for (std::size_t n = 0; n < batch; ++n) sum.add(x + n * G::size + c * G::plane, G::plane);
-          mean = sum.total() / double(m);
-          for (std::size_t n = 0; n < batch; ++n)
-            sq.add_squared_deviation(x + n * G::size + c * G::plane, G::plane, mean);
-          var = sq.total() / double(m);
-        }
-        ws.mean[c] = mean;
-        ws.var[c] = var;
-        ws.invstd[c] = 1.0 / std::sqrt(var + double(eps));
-        normalize_channel<G>(x, y, batch, c, mean, ws.invstd[c], gamma[c], beta[c], relu);
-      }
+    start_training<G>(batch, ws);
+    each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
+      batch_statistics<G>(x, batch, c0, c1, eps, ws);
+      for (std::size_t n = 0; n < batch; ++n)
+        for (std::size_t c = c0; c < c1; ++c)
+          normalize_plane<G>(x, y, n, c, ws.mean[c], ws.invstd[c], gamma[c], beta[c], relu);
     });
   }
 
@@ -266,12 +314,11 @@ struct ops::BatchNormKernels<Cpu> {
                            const S* running_var, T* y, std::size_t batch, float eps, workspace<G, T>& ws,
                            bool relu = false) {
     ws.reserve(batch);
-    ctx.threads().parallel_for(G::channels, 1, [&](std::size_t c0, std::size_t c1) {
-      for (std::size_t c = c0; c < c1; ++c) {
-        ws.mean[c] = double(running_mean[c]);
-        ws.invstd[c] = 1.0 / std::sqrt(double(running_var[c]) + double(eps));
-        normalize_channel<G>(x, y, batch, c, ws.mean[c], ws.invstd[c], gamma[c], beta[c], relu);
-      }
+    running_statistics<G>(running_mean, running_var, eps, ws);
+    each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
+      for (std::size_t n = 0; n < batch; ++n)
+        for (std::size_t c = c0; c < c1; ++c)
+          normalize_plane<G>(x, y, n, c, ws.mean[c], ws.invstd[c], gamma[c], beta[c], relu);
     });
   }
 
@@ -280,57 +327,46 @@ struct ops::BatchNormKernels<Cpu> {
   template <class G, class T>
   static void backward(CpuContext& ctx, bool training, const T* x, const T* gamma, const T* dy, T* dx, T* dgamma,
                        T* dbeta, std::size_t batch, bool accumulate, workspace<G, T>& ws, const T* relu_y = nullptr) {
-    const double m = double(batch * G::plane);
     const Isa isa = cpu::active_isa();
-    ctx.threads().parallel_for(G::channels, 1, [&, isa](std::size_t c0, std::size_t c1) {
-      for (std::size_t c = c0; c < c1; ++c) {
-        const double mean = ws.mean[c], invstd = ws.invstd[c];
-        double sum_dy, sum_dy_xhat;
-        if constexpr (std::is_same_v<T, float>) {
-          double acc[32] = {};
-          for (std::size_t n = 0; n < batch; ++n) {
+    each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
+      // sum dy' and sum dy' * x per channel, sample by sample (contiguous memory).
+      if constexpr (std::is_same_v<T, float>) {
+        std::fill(ws.sums.data() + c0 * 32, ws.sums.data() + c1 * 32, 0.0);
+        for (std::size_t n = 0; n < batch; ++n)
+          for (std::size_t c = c0; c < c1; ++c) {
             const std::size_t at = n * G::size + c * G::plane;
-            cpu::detail::grad_sums(isa, x + at, dy + at, relu_y ? relu_y + at : nullptr, G::plane, acc);
+            cpu::detail::grad_sums(isa, x + at, dy + at, relu_y ? relu_y + at : nullptr, G::plane,
+                                   ws.sums.data() + c * 32);
           }
-          double sum_dy_x;
-          cpu::detail::lane_totals(acc, cpu::detail::bn_lanes(isa), sum_dy, sum_dy_x);
-          sum_dy_xhat = (sum_dy_x - mean * sum_dy) * invstd;
-        } else {
-          // (ReLU fusion is float-only: fuses_relu<T> below.)
-          cpu::detail::LaneSums lanes_dy, lanes_dy_xhat;
-          for (std::size_t n = 0; n < batch; ++n)
+      } else {
+        // (ReLU fusion is float-only: fuses_relu<T> above.)
+        for (std::size_t c = c0; c < c1; ++c) ws.lane_sums[2 * c] = ws.lane_sums[2 * c + 1] = {};
+        for (std::size_t n = 0; n < batch; ++n)
+          for (std::size_t c = c0; c < c1; ++c)
             cpu::detail::LaneSums::add_grad(x + n * G::size + c * G::plane, dy + n * G::size + c * G::plane, G::plane,
-                                            mean, invstd, lanes_dy, lanes_dy_xhat);
-          sum_dy = lanes_dy.total();
-          sum_dy_xhat = lanes_dy_xhat.total();
-        }
-        dgamma[c] = T(accumulate ? double(dgamma[c]) + sum_dy_xhat : sum_dy_xhat);
-        dbeta[c] = T(accumulate ? double(dbeta[c]) + sum_dy : sum_dy);
-        if (!dx) continue;
-        if constexpr (std::is_same_v<T, float>) {
-          // dx = (dy - mean(dy) - (x - mean) * k) * invstd * gamma, in float as PyTorch's CPU kernel.
-          const float scale = float(invstd * double(gamma[c]));
-          const float mean_dy = training ? float(sum_dy / m) : 0.f;
-          const float k = training ? float(sum_dy_xhat / m * invstd) : 0.f;
-          const float mu = float(mean);
-          for (std::size_t n = 0; n < batch; ++n) {
-            const std::size_t at = n * G::size + c * G::plane;
-            const float* __restrict xp = x + at;
-            const float* __restrict gp = dy + at;
+                                            ws.mean[c], ws.invstd[c], ws.lane_sums[2 * c], ws.lane_sums[2 * c + 1]);
+      }
+      for (std::size_t c = c0; c < c1; ++c) finish_grad_sums<G>(isa, c, gamma, dgamma, dbeta, accumulate, ws);
+      if (!dx) return;
+      for (std::size_t n = 0; n < batch; ++n)
+        for (std::size_t c = c0; c < c1; ++c) {
+          const std::size_t at = n * G::size + c * G::plane;
+          const T* __restrict xp = x + at;
+          const T* __restrict gp = dy + at;
+          T* __restrict out = dx + at;
+          if constexpr (std::is_same_v<T, float>) {
+            // dx = (dy - mean(dy) - (x - mean) * k) * invstd * gamma, in float as PyTorch's CPU kernel.
+            const DxCoefficients k = dx_coefficients<G>(training, batch, c, gamma, ws);
             const float* __restrict mp = relu_y ? relu_y + at : nullptr;
-            float* __restrict out = dx + at;
             if (mp)
               for (std::size_t i = 0; i < G::plane; ++i)
-                out[i] = ((mp[i] > 0.f ? gp[i] : 0.f) - mean_dy - (xp[i] - mu) * k) * scale;
+                out[i] = ((mp[i] > 0.f ? gp[i] : 0.f) - k.mean_dy - (xp[i] - k.mu) * k.k) * k.scale;
             else
-              for (std::size_t i = 0; i < G::plane; ++i) out[i] = (gp[i] - mean_dy - (xp[i] - mu) * k) * scale;
-          }
-        } else {
-          const double g = double(gamma[c]) * invstd;
-          for (std::size_t n = 0; n < batch; ++n) {
-            const T* __restrict xp = x + n * G::size + c * G::plane;
-            const T* __restrict gp = dy + n * G::size + c * G::plane;
-            T* __restrict out = dx + n * G::size + c * G::plane;
+              for (std::size_t i = 0; i < G::plane; ++i) out[i] = (gp[i] - k.mean_dy - (xp[i] - k.mu) * k.k) * k.scale;
+          } else {
+            const double mean = ws.mean[c], invstd = ws.invstd[c], g = double(gamma[c]) * invstd;
+            const double m = double(batch * G::plane);
+            const double sum_dy = ws.lane_sums[2 * c].total(), sum_dy_xhat = ws.lane_sums[2 * c + 1].total();
             if (training) {
               const double mean_dy = sum_dy / m, mean_dy_xhat = sum_dy_xhat / m;
               for (std::size_t i = 0; i < G::plane; ++i) {
@@ -342,29 +378,212 @@ struct ops::BatchNormKernels<Cpu> {
             }
           }
         }
+    });
+  }
+
+  /// BatchNorm2d -> ReLU -> MaxPool2d<2> (when fuses_relu_pool), training mode: writes the pool's
+  /// output and keeps each window's argmax for backward_relu_pool.
+  template <class G, class PG>
+  static void forward_train_relu_pool(CpuContext& ctx, const float* x, const float* gamma, const float* beta,
+                                      float* pooled, std::size_t batch, float eps, workspace<G, float>& ws) {
+    start_training<G>(batch, ws);
+    if (ws.window.size() < batch * PG::out_size) ws.window.resize(batch * PG::out_size);
+    each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
+      batch_statistics<G>(x, batch, c0, c1, eps, ws);
+      normalize_relu_pool<G, PG>(x, pooled, batch, c0, c1, gamma, beta, ws);
+    });
+  }
+  /// The same in evaluation mode (running statistics).
+  template <class G, class PG, class S>
+  static void forward_eval_relu_pool(CpuContext& ctx, const float* x, const float* gamma, const float* beta,
+                                     const S* running_mean, const S* running_var, float* pooled, std::size_t batch,
+                                     float eps, workspace<G, float>& ws) {
+    ws.reserve(batch);
+    if (ws.window.size() < batch * PG::out_size) ws.window.resize(batch * PG::out_size);
+    running_statistics<G>(running_mean, running_var, eps, ws);
+    each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
+      normalize_relu_pool<G, PG>(x, pooled, batch, c0, c1, gamma, beta, ws);
+    });
+  }
+
+  /// Backward of the fused three: `dpool` is the gradient of the pool's output, `pooled` that
+  /// output. The ReLU's and the pool's gradient is dpool at each window's argmax where the
+  /// pooled value is > 0, 0 elsewhere: the sums visit only the argmax positions, in the lanes
+  /// and order backward() uses for them (the other positions add zeros there), so the result is
+  /// bitwise the unfused one.
+  template <class G, class PG>
+  static void backward_relu_pool(CpuContext& ctx, bool training, const float* x, const float* gamma, const float* dpool,
+                                 const float* pooled, float* dx, float* dgamma, float* dbeta, std::size_t batch,
+                                 bool accumulate, workspace<G, float>& ws) {
+    const Isa isa = cpu::active_isa();
+    const std::size_t lanes = 2 * cpu::detail::bn_lanes(isa);
+    constexpr std::size_t pw = PG::out_w, cells = PG::out_h * PG::out_w;
+    const std::uint8_t* window = ws.window.data();
+    // Calls f(argmax position in the plane, gradient there) for every cell of (n, c); the
+    // gradient is 0 where the pooled value is not > 0. Branch-free: which cells pass a gradient
+    // on is data (half of them after a ReLU).
+    const auto each = [&](std::size_t n, std::size_t c, auto&& f) {
+      const std::size_t base = (n * PG::channels + c) * cells;
+      for (std::size_t i = 0; i < cells; ++i) {
+        const std::uint8_t a = window[base + i];
+        f((2 * (i / pw) + (a >> 1)) * PG::in_w + 2 * (i % pw) + (a & 1),
+          pooled[base + i] > 0.f ? dpool[base + i] : 0.f);
       }
+    };
+    each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
+      std::fill(ws.sums.data() + c0 * 32, ws.sums.data() + c1 * 32, 0.0);
+      for (std::size_t n = 0; n < batch; ++n)
+        for (std::size_t c = c0; c < c1; ++c) {
+          const float* xp = x + n * G::size + c * G::plane;
+          double* acc = ws.sums.data() + c * 32;
+          each(n, c, [&](std::size_t pos, float g) {
+            const std::size_t l = pos & (lanes - 1); // lanes is a power of two
+            acc[l] += double(g);
+            acc[lanes + l] += double(g) * double(xp[pos]);
+          });
+        }
+      for (std::size_t c = c0; c < c1; ++c) finish_grad_sums<G>(isa, c, gamma, dgamma, dbeta, accumulate, ws);
+      if (!dx) return;
+      for (std::size_t n = 0; n < batch; ++n)
+        for (std::size_t c = c0; c < c1; ++c) {
+          const DxCoefficients k = dx_coefficients<G>(training, batch, c, gamma, ws);
+          const float* __restrict xp = x + n * G::size + c * G::plane;
+          float* __restrict out = dx + n * G::size + c * G::plane;
+          for (std::size_t i = 0; i < G::plane; ++i) out[i] = (0.f - k.mean_dy - (xp[i] - k.mu) * k.k) * k.scale;
+          each(n, c, [&](std::size_t pos, float g) { out[pos] = (g - k.mean_dy - (xp[pos] - k.mu) * k.k) * k.scale; });
+        }
     });
   }
 
  private:
+  /// Splits the channels between the threads; each task visits its channels sample by sample,
+  /// so it reads long contiguous runs (one per sample) instead of one short plane per sample and
+  /// channel. Every channel is summed in the same order whatever the split.
+  template <class G, class Fn>
+  static void each_channel_range(CpuContext& ctx, Fn&& fn) {
+    ctx.threads().parallel_for(G::channels, 1, std::forward<Fn>(fn));
+  }
+
   template <class G, class T>
-  static void normalize_channel(const T* x, T* y, std::size_t batch, std::size_t c, double mean, double invstd, T gamma,
-                                T beta, bool relu) {
-    // y = x * scale + shift, with scale and shift folded per channel (as PyTorch's CPU kernel).
+  static void start_training(std::size_t batch, workspace<G, T>& ws) {
+    ws.reserve(batch);
+    const std::size_t m = batch * G::plane;
+    if (m < 2)
+      throw ValueError(cohort::detail::concat("BatchNorm2d: training needs more than 1 value per channel, found ", m,
+                                              " (batch ", batch, " x plane ", G::plane, ")"));
+    ws.count = m;
+  }
+
+  template <class G, class T, class S>
+  static void running_statistics(const S* running_mean, const S* running_var, float eps, workspace<G, T>& ws) {
+    for (std::size_t c = 0; c < G::channels; ++c) {
+      ws.mean[c] = double(running_mean[c]);
+      ws.invstd[c] = 1.0 / std::sqrt(double(running_var[c]) + double(eps));
+    }
+  }
+
+  /// Mean, variance and 1/sqrt(var + eps) of channels [c0, c1) over the batch, into the workspace.
+  template <class G, class T>
+  static void batch_statistics(const T* x, std::size_t batch, std::size_t c0, std::size_t c1, float eps,
+                               workspace<G, T>& ws) {
+    const double m = double(batch * G::plane);
+    if constexpr (std::is_same_v<T, float>) {
+      // One pass: sum and sum of squares in double (no cancellation worth the name for float data).
+      const Isa isa = cpu::active_isa();
+      std::fill(ws.sums.data() + c0 * 32, ws.sums.data() + c1 * 32, 0.0);
+      for (std::size_t n = 0; n < batch; ++n)
+        for (std::size_t c = c0; c < c1; ++c)
+          cpu::detail::moments(isa, x + n * G::size + c * G::plane, G::plane, ws.sums.data() + c * 32);
+      for (std::size_t c = c0; c < c1; ++c) {
+        double sum, sq;
+        cpu::detail::lane_totals(ws.sums.data() + c * 32, cpu::detail::bn_lanes(isa), sum, sq);
+        ws.mean[c] = sum / m;
+        ws.var[c] = std::max(sq / m - ws.mean[c] * ws.mean[c], 0.0);
+      }
+    } else {
+      for (std::size_t c = c0; c < c1; ++c) ws.lane_sums[2 * c] = ws.lane_sums[2 * c + 1] = {};
+      for (std::size_t n = 0; n < batch; ++n)
+        for (std::size_t c = c0; c < c1; ++c) ws.lane_sums[2 * c].add(x + n * G::size + c * G::plane, G::plane);
+      for (std::size_t c = c0; c < c1; ++c) ws.mean[c] = ws.lane_sums[2 * c].total() / m;
+      for (std::size_t n = 0; n < batch; ++n)
+        for (std::size_t c = c0; c < c1; ++c)
+          ws.lane_sums[2 * c + 1].add_squared_deviation(x + n * G::size + c * G::plane, G::plane, ws.mean[c]);
+      for (std::size_t c = c0; c < c1; ++c) ws.var[c] = ws.lane_sums[2 * c + 1].total() / m;
+    }
+    for (std::size_t c = c0; c < c1; ++c) ws.invstd[c] = 1.0 / std::sqrt(ws.var[c] + double(eps));
+  }
+
+  /// dgamma, dbeta of channel c from its lane sums (float path) or LaneSums (double path).
+  template <class G, class T>
+  static void finish_grad_sums(Isa isa, std::size_t c, const T* gamma, T* dgamma, T* dbeta, bool accumulate,
+                               workspace<G, T>& ws) {
+    (void)gamma;
+    double sum_dy, sum_dy_xhat;
+    if constexpr (std::is_same_v<T, float>) {
+      double sum_dy_x;
+      cpu::detail::lane_totals(ws.sums.data() + c * 32, cpu::detail::bn_lanes(isa), sum_dy, sum_dy_x);
+      sum_dy_xhat = (sum_dy_x - ws.mean[c] * sum_dy) * ws.invstd[c];
+      // Kept for the dx pass: the sums' lanes are reused as (sum_dy, sum_dy_xhat).
+      ws.sums[c * 32] = sum_dy;
+      ws.sums[c * 32 + 1] = sum_dy_xhat;
+    } else {
+      sum_dy = ws.lane_sums[2 * c].total();
+      sum_dy_xhat = ws.lane_sums[2 * c + 1].total();
+    }
+    dgamma[c] = T(accumulate ? double(dgamma[c]) + sum_dy_xhat : sum_dy_xhat);
+    dbeta[c] = T(accumulate ? double(dbeta[c]) + sum_dy : sum_dy);
+  }
+
+  struct DxCoefficients {
+    float scale, mean_dy, k, mu;
+  };
+  /// dx = (dy - mean_dy - (x - mu) * k) * scale for channel c (float path).
+  template <class G>
+  static DxCoefficients dx_coefficients(bool training, std::size_t batch, std::size_t c, const float* gamma,
+                                        const workspace<G, float>& ws) {
+    const double m = double(batch * G::plane), invstd = ws.invstd[c];
+    const double sum_dy = ws.sums[c * 32], sum_dy_xhat = ws.sums[c * 32 + 1];
+    return {float(invstd * double(gamma[c])), training ? float(sum_dy / m) : 0.f,
+            training ? float(sum_dy_xhat / m * invstd) : 0.f, float(ws.mean[c])};
+  }
+
+  /// y = x * scale + shift for plane (n, c), scale and shift folded per channel (as PyTorch's
+  /// CPU kernel); then the ReLU layer's rule when `relu`.
+  template <class G, class T>
+  static void normalize_plane(const T* x, T* y, std::size_t n, std::size_t c, double mean, double invstd, T gamma,
+                              T beta, bool relu) {
     using A = accumulator_t<T>;
     const A scale = A(invstd * double(gamma));
     const A shift = A(double(beta) - mean * invstd * double(gamma));
-    for (std::size_t n = 0; n < batch; ++n) {
-      const T* __restrict p = x + n * G::size + c * G::plane;
-      T* __restrict q = y + n * G::size + c * G::plane;
-      if (relu)
-        for (std::size_t i = 0; i < G::plane; ++i) {
-          const T v = T(A(p[i]) * scale + shift);
-          q[i] = v > T(0) ? v : T(0); // exactly the ReLU layer's rule
-        }
-      else
-        for (std::size_t i = 0; i < G::plane; ++i) q[i] = T(A(p[i]) * scale + shift);
+    const T* __restrict p = x + n * G::size + c * G::plane;
+    T* __restrict q = y + n * G::size + c * G::plane;
+    if constexpr (std::is_same_v<T, float>) {
+      cpu::detail::normalize(cpu::active_isa(), p, q, G::plane, scale, shift, relu);
+    } else if (relu) {
+      for (std::size_t i = 0; i < G::plane; ++i) {
+        const T v = T(A(p[i]) * scale + shift);
+        q[i] = v > T(0) ? v : T(0); // exactly the ReLU layer's rule
+      }
+    } else {
+      for (std::size_t i = 0; i < G::plane; ++i) q[i] = T(A(p[i]) * scale + shift);
     }
+  }
+
+  /// Channels [c0, c1) normalised, ReLU'd and 2x2-pooled, sample by sample.
+  template <class G, class PG>
+  static void normalize_relu_pool(const float* x, float* pooled, std::size_t batch, std::size_t c0, std::size_t c1,
+                                  const float* gamma, const float* beta, workspace<G, float>& ws) {
+    const Isa isa = cpu::active_isa();
+    float* scratch = cpu::detail::plane_scratch(G::plane);
+    for (std::size_t n = 0; n < batch; ++n)
+      for (std::size_t c = c0; c < c1; ++c) {
+        const double invstd = ws.invstd[c], mean = ws.mean[c];
+        const float scale = float(invstd * double(gamma[c]));
+        const float shift = float(double(beta[c]) - mean * invstd * double(gamma[c]));
+        const std::size_t out = (n * PG::channels + c) * PG::out_h * PG::out_w;
+        cpu::detail::normalize_relu_pool(isa, x + n * G::size + c * G::plane, PG::in_h, PG::in_w, scale, shift, scratch,
+                                         pooled + out, ws.window.data() + out);
+      }
   }
 };
 

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cohort/backend/cpu/relu_pool.hpp"
 #include "cohort/backend/cpu/simd.hpp"
 #include "cohort/backend/cpu/thread_pool.hpp"
 #include "cohort/backend/ops.hpp"
@@ -320,51 +321,16 @@ COHORT_ALWAYS_INLINE void weight_grad_channel(const float* xt, const float* dyw,
 }
 
 /// Conv2d -> ReLU -> MaxPool2d<2> for one sample, from its wide output (rows x positions):
-/// writes the pooled (Cout, Ho/2, Wo/2) and each window's argmax (2*down + right). The ReLU is
-/// unwiden's and the window rule PoolKernels' (left wins ties, then top; NaN propagates), so
-/// the result is bitwise what the three layers give separately. Reads up to 2W floats past a
-/// row's end: the caller's buffer has that much slack.
+/// writes the pooled (Cout, Ho/2, Wo/2) and each window's argmax (2*down + right). Reads up to
+/// 2W floats past a row's end: the caller's buffer has that much slack.
 template <int W, class G>
 COHORT_ALWAYS_INLINE void pool_wide(const float* __restrict yw, float* __restrict y, std::uint8_t* __restrict win) {
   using V = Wide<G>;
-  using iv = ivec<W>;
   constexpr std::size_t po = V::ho / 2, pw = V::wo / 2;
-  iv even{}, odd{};
-  for (int l = 0; l < W; ++l) even[l] = 2 * l, odd[l] = 2 * l + 1;
-  const vec<W> zero{};
-  // The larger of each horizontal pair of relu(row), with a 0/1 "right" bit per lane.
-  const auto pairs = [&](const float* row, vec<W>& value, iv& right) {
-    const vec<W> a = load<W>(row), b = load<W>(row + W);
-    vec<W> l = __builtin_shuffle(a, b, even), r = __builtin_shuffle(a, b, odd);
-    l = l > zero ? l : zero;
-    r = r > zero ? r : zero;
-    const iv take = (r > l) | ((r != r) & (l == l));
-    value = take ? r : l;
-    right = take & 1;
-  };
   for (std::size_t c = 0; c < V::cout; ++c)
     for (std::size_t ph = 0; ph < po; ++ph) {
       const float* top = yw + c * V::positions + 2 * ph * V::wp;
-      float* out = y + (c * po + ph) * pw;
-      std::uint8_t* wout = win + (c * po + ph) * pw;
-      for (std::size_t j0 = 0; j0 < pw; j0 += W) {
-        vec<W> tv, bv;
-        iv tr, br;
-        pairs(top + 2 * j0, tv, tr);
-        pairs(top + V::wp + 2 * j0, bv, br);
-        const iv down = (bv > tv) | ((bv != bv) & (tv == tv));
-        const vec<W> best = down ? bv : tv;
-        const iv which = (down & 2) | (down ? br : tr);
-        float values[W];
-        std::int32_t index[W];
-        __builtin_memcpy(values, &best, sizeof best);
-        __builtin_memcpy(index, &which, sizeof which);
-        const std::size_t n = std::min<std::size_t>(W, pw - j0);
-        for (std::size_t l = 0; l < n; ++l) {
-          out[j0 + l] = values[l];
-          wout[j0 + l] = std::uint8_t(index[l]);
-        }
-      }
+      relu_pool_rows<W>(top, top + V::wp, pw, y + (c * po + ph) * pw, win + (c * po + ph) * pw);
     }
 }
 

@@ -46,15 +46,15 @@ struct ops::ElementwiseKernels<Cpu> {
   }
 
   /// For each unit u of `units` (an element, or a channel of `unit_size` elements): keep it when
-  /// stream.uniform(first_index + u) >= p, store the mask (0 or 1/(1-p)) and y = x * mask.
+  /// stream.uniform(index(u)) >= p, store the mask (0 or 1/(1-p)) and y = x * mask.
   template <class T>
-  static void dropout_forward(CpuContext& ctx, RandomStream stream, std::uint64_t first_index, float p, const T* x,
-                              T* mask, T* y, std::size_t units, std::size_t unit_size) {
+  static void dropout_forward(CpuContext& ctx, RandomStream stream, GlobalUnits index, float p, const T* x, T* mask,
+                              T* y, std::size_t units, std::size_t unit_size) {
     const T scale = T(1) / (T(1) - T(p));
     // Each unit's number depends only on its index, so any split gives the same masks.
     ctx.threads().parallel_for(units, grain / unit_size + 1, [=](std::size_t lo, std::size_t hi) {
       for (std::size_t u = lo; u < hi; ++u) {
-        const T m = stream.uniform(first_index + u) >= p ? scale : T(0);
+        const T m = stream.uniform(index(u)) >= p ? scale : T(0);
         mask[u] = m;
         for (std::size_t j = 0; j < unit_size; ++j) y[u * unit_size + j] = x[u * unit_size + j] * m;
       }

@@ -67,11 +67,11 @@ COHORT_ALWAYS_INLINE void apply_range(const Rule& rule, std::size_t lo, std::siz
 }
 } // namespace detail
 
-/// rule(p[i], g[i], state[i]...) for i in [0, n).
+/// rule(p[i], g[i], state[i]...) for i in [0, n), on `pool`'s threads.
 template <class Rule, class... State>
-void apply_elementwise(const Rule& rule, std::size_t n, float* p, const float* g, State*... state) {
+void apply_elementwise(ThreadPool& pool, const Rule& rule, std::size_t n, float* p, const float* g, State*... state) {
   const Isa isa = active_isa();
-  ThreadPool::global().parallel_for(n, 32 * 1024, [&](std::size_t lo, std::size_t hi) {
+  pool.parallel_for(n, 32 * 1024, [&](std::size_t lo, std::size_t hi) {
     if (isa == Isa::avx512)
       [&]() COHORT_TARGET_AVX512 { detail::apply_range<16>(rule, lo, hi, p, g, state...); }();
     else if (isa == Isa::avx2)

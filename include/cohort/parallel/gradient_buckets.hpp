@@ -1,0 +1,50 @@
+#pragma once
+/// \file
+/// Gradient buckets: the flat gradient array cut into contiguous ranges that are all-reduced as
+/// one message each, in the order backward finishes them.
+///
+///     auto buckets = cohort::plan_buckets<Net>(1 << 20);   // about 1 MiB each
+///
+/// Backward runs from the last layer to the first and calls a hook as each layer's parameter
+/// gradients become final. A bucket holds whole layers, from the last backwards, and is ready
+/// when the hook fires for its first (lowest) layer, so its all-reduce can start while earlier
+/// layers still compute (PyTorch DDP's bucketing, bucket_cap_mb).
+
+#include <cstddef>
+#include <vector>
+
+#include "cohort/network/sequential.hpp"
+
+namespace cohort {
+
+/// Elements [begin, end) of the gradient store; complete once layer `first_layer` (the lowest
+/// layer with parameters inside) has finished its backward pass.
+struct GradientBucket {
+  std::size_t begin = 0, end = 0;
+  std::size_t first_layer = 0;
+  std::size_t size() const noexcept { return end - begin; }
+};
+
+/// Buckets of at least `bytes` (the last one, holding layer 0's end of the store, may be
+/// smaller), in the order backward completes them. Together they cover the whole store.
+template <NetworkDescription Net>
+std::vector<GradientBucket> plan_buckets(std::size_t bytes) {
+  constexpr auto& base = Net::layout.param_base;
+  const std::size_t target = bytes / sizeof(float) > 0 ? bytes / sizeof(float) : 1;
+  std::vector<GradientBucket> out;
+  std::size_t end = base[Net::layer_count];
+  for (std::size_t i = Net::layer_count; i-- > 0;) {
+    if (base[i + 1] == base[i]) continue; // no parameters
+    if (end - base[i] >= target || i == 0 || [&] {
+          for (std::size_t j = 0; j < i; ++j)
+            if (base[j + 1] > base[j]) return false;
+          return true; // no layer below has parameters: close the last bucket here
+        }()) {
+      out.push_back({base[i], end, i});
+      end = base[i];
+    }
+  }
+  return out;
+}
+
+} // namespace cohort

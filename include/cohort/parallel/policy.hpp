@@ -1,0 +1,47 @@
+#pragma once
+/// \file
+/// What a parallel policy is, and the run-time options all data-parallel policies share.
+///
+///     cohort::TrainerOptions o;
+///     o.parallel.deterministic = true;   // bitwise the same weights for any replica count / world size
+
+#include <concepts>
+#include <cstddef>
+#include <string_view>
+
+namespace cohort {
+
+/// A parallel policy: how many replicas compute a step, on which backend, and how they agree.
+/// Policies are empty tags with constants (`SingleDevice<>`, `ThreadedReplicas<2>`,
+/// `ProcessGroupDDP<Mpi>`); run-time state lives in the trainer's engine.
+template <class P>
+concept ParallelPolicy = requires {
+  typename P::backend;
+  { P::name } -> std::convertible_to<std::string_view>;
+  { P::replicas } -> std::convertible_to<std::size_t>;
+};
+
+/// Run-time knobs of the data-parallel policies (ignored by SingleDevice).
+struct DataParallelOptions {
+  /// ThreadedReplicas: intra-op threads of each replica (replicas x threads should not exceed
+  /// the cores: the replicas' pools are separate).
+  std::size_t threads_per_replica = 1;
+  /// ThreadedReplicas<dynamic_replicas>: the number of replicas.
+  std::size_t replicas = 2;
+  /// ProcessGroupDDP: gradients are all-reduced in contiguous buckets of about this many KiB,
+  /// each started as soon as backward has finished its layers (PyTorch's bucket_cap_mb).
+  std::size_t bucket_kib = 1024;
+  /// Bitwise-identical weights whatever the replica count or world size: the global batch is
+  /// cut into `deterministic_chunks` micro-batches (sample i goes to chunk i mod chunks), each
+  /// chunk's gradient is computed on its own and the chunks are summed in a fixed order. The
+  /// replica count or world size must divide the chunk count. Costs smaller kernel batches and
+  /// an all-gather instead of an all-reduce (bench/RESULTS.md). BatchNorm then uses per-chunk
+  /// statistics.
+  bool deterministic = false;
+  std::size_t deterministic_chunks = 4;
+  /// ProcessGroupDDP: a collective that has not completed after this many seconds fails with
+  /// the missing rank(s), the operation and the step on every rank that is still alive.
+  double timeout_s = 300;
+};
+
+} // namespace cohort

@@ -1,0 +1,182 @@
+#pragma once
+/// \file
+/// How the Trainer computes a step under a (parallel, precision) policy pair: the engine
+/// protocol, the pieces every engine uses, and the error for a pair that does not exist.
+///
+/// An engine owns the parameters, the optimiser and whatever computes gradients (one network,
+/// N replicas, one rank of a process group). The Trainer hands it batches:
+///
+///     double loss = engine.step(x, labels, {.forward_pass = f, .index = i, .count = k});
+///
+/// `x` holds this process's samples of the step's global batch, in global order (sample i of
+/// rank r is global sample r + i * world). Micro-batches i < k-1 only accumulate gradients
+/// (DDP's no_sync); the last one synchronises and runs the optimiser.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "cohort/backend/cpu.hpp"
+#include "cohort/core/error.hpp"
+#include "cohort/layers/log_softmax.hpp"
+#include "cohort/loss/cross_entropy_loss.hpp"
+#include "cohort/loss/nll_loss.hpp"
+#include "cohort/network/executor.hpp"
+#include "cohort/network/parameters.hpp"
+#include "cohort/parallel/policy.hpp"
+#include "cohort/tensor/batch.hpp"
+#include "cohort/tensor/buffer.hpp"
+
+namespace cohort {
+
+/// The loss a network's output calls for: NllLoss after a final LogSoftmax (seed 000),
+/// CrossEntropyLoss on raw scores otherwise (seeds 001, 003).
+template <class Net>
+using default_loss_t = std::conditional_t<
+    std::is_same_v<typename detail::at_t<Net::layer_count - 1, typename Net::layers>::layer, LogSoftmax>,
+    NllLoss<float>, CrossEntropyLoss<float>>;
+
+/// What an engine is built with.
+struct EngineOptions {
+  /// Seeds initialisation and dropout (every replica and rank uses the same).
+  std::uint64_t seed = 0;
+  DataParallelOptions parallel{};
+  /// Settings every rank must share besides the network and the policies ("batch_size: 128"):
+  /// ProcessGroupDDP compares them across ranks at start.
+  std::vector<std::string> agreement{};
+};
+
+/// One micro-batch of an optimiser step, as the Trainer hands it to an engine.
+struct MicroStep {
+  /// Optimiser steps taken before this one (named in distributed errors).
+  std::uint64_t step = 0;
+  /// Global micro-batches trained before this one: selects the dropout masks (the same on every
+  /// replica and rank).
+  std::uint64_t forward_pass = 0;
+  /// Gradient accumulation: this micro-batch's index among the `count` that make one step.
+  std::size_t index = 0, count = 1;
+  bool last() const noexcept { return index + 1 == count; }
+};
+
+namespace detail {
+
+/// How one training step is computed under a (parallel, precision) policy pair. Each policy
+/// adds its specialisation (train/engine/); an unsupported pair fails here, with a message.
+template <class Parallel, class Precision, class Net, class Opt>
+class TrainEngine {
+  static_assert(dependent_false<Parallel>,
+                "Trainer: this combination of parallel and precision policies is not available (policies live in "
+                "cohort/parallel/ and cohort/precision/; ProcessGroupDDP<Mpi> needs #include <cohort/mpi.hpp> and "
+                "the cohort::mpi CMake target)");
+};
+
+/// The collective operations of an engine whose replicas live in one process: nothing to agree
+/// with. (ProcessGroupDDP's engine implements them over MPI.)
+struct LocalCollectives {
+  static constexpr bool distributed = false;
+  std::size_t rank() const noexcept { return 0; }
+  std::size_t world() const noexcept { return 1; }
+  void barrier(const char*) {}
+  /// Sums `values` over all processes.
+  void sum(std::span<double>, const char*) {}
+  /// Gives every process rank 0's `error` (empty: none) and, if none, rank 0's `state`, then the
+  /// parameters, running statistics and optimiser state of rank 0.
+  template <class State>
+  void share_from_root(std::string&, State&) {}
+  /// Gives every process rank 0's running statistics (BatchNorm), before evaluating or saving.
+  void sync_buffers() {}
+};
+
+/// Predictions that match the labels, from (n, classes) scores.
+template <class Net>
+std::size_t count_correct(const float* y, std::span<const std::int32_t> labels) {
+  constexpr std::size_t k = Net::output_shape::size;
+  std::size_t correct = 0;
+  for (std::size_t n = 0; n < labels.size(); ++n) {
+    const float* row = y + n * k;
+    correct += std::size_t(std::max_element(row, row + k) - row) == std::size_t(labels[n]);
+  }
+  return correct;
+}
+
+/// A network instance without parameters of its own: an executor, a gradient store, a loss and
+/// the CPU threads it computes on. Replicas share one Parameters; nothing is copied per step.
+template <class Net>
+class Replica {
+ public:
+  using params_type = Parameters<Net, float, Cpu>;
+  using grads_type = Gradients<Net, float, Cpu>;
+  using input_view = ConstBatchView<typename Net::input_shape, float>;
+
+  /// `pool`: the threads this replica's kernels run on (one replica's pool is never used by two
+  /// threads at once).
+  explicit Replica(ThreadPool& pool) : ctx_{&pool} { loss_.set_context(ctx_); }
+
+  /// Forward, loss and backward on one (micro-)batch; parameter gradients are written into `g`
+  /// (added when `accumulate`), scaled by `grad_scale` (the batch's share of the global batch).
+  /// `hook(layer)` runs as each layer's gradients become final. Returns the batch's mean loss.
+  template <class Hook = NoHook>
+  double train(params_type& p, grads_type& g, input_view x, std::span<const std::int32_t> labels, const StepInfo& info,
+               double grad_scale, bool accumulate, Hook&& hook = {}) {
+    const auto y = exec_.forward(ctx_, info, p, x);
+    const double l = loss_.forward(y, labels, grad_scale);
+    exec_.backward(ctx_, p, g, loss_.backward(), {.accumulate = accumulate}, std::forward<Hook>(hook));
+    return l;
+  }
+
+  /// (correct predictions, summed loss) in evaluation mode.
+  std::pair<std::size_t, double> evaluate(params_type& p, input_view x, std::span<const std::int32_t> labels,
+                                          std::uint64_t seed) {
+    const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
+    const auto y = exec_.forward(ctx_, info, p, x);
+    const double l = loss_.forward(y, labels);
+    return {count_correct<Net>(y.data(), labels), l * double(x.batch())};
+  }
+
+  grads_type& gradients() noexcept { return grads_; }
+  Executor<Net, float, Cpu>& executor() noexcept { return exec_; }
+  CpuContext& context() noexcept { return ctx_; }
+
+  /// Room for one gathered micro-batch (deterministic chunks), reused across steps.
+  HostBuffer<float> chunk_x;
+  std::vector<std::int32_t> chunk_labels;
+
+ private:
+  CpuContext ctx_;
+  Executor<Net, float, Cpu> exec_;
+  grads_type grads_;
+  default_loss_t<Net> loss_;
+};
+
+/// Copies samples first, first + stride, ... (count of them) of a batch into `x` and `labels`:
+/// deterministic mode's chunk j of a batch is its samples j, j + chunks, j + 2 * chunks, ...
+template <class Shape>
+std::size_t gather_strided(const float* x, std::span<const std::int32_t> labels, std::size_t first, std::size_t stride,
+                           HostBuffer<float>& out_x, std::vector<std::int32_t>& out_labels) {
+  const std::size_t n = labels.size() > first ? (labels.size() - first + stride - 1) / stride : 0;
+  if (out_x.size() < n * Shape::size) out_x.resize(n * Shape::size);
+  out_labels.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t src = first + i * stride;
+    std::copy(x + src * Shape::size, x + (src + 1) * Shape::size, out_x.data() + i * Shape::size);
+    out_labels[i] = labels[src];
+  }
+  return n;
+}
+
+/// Checks the deterministic-mode chunk count against the number of parts (replicas or ranks)
+/// that share a global batch.
+inline void check_chunks(const DataParallelOptions& o, std::size_t parts, const char* what) {
+  if (!o.deterministic) return;
+  if (o.deterministic_chunks == 0 || o.deterministic_chunks % parts != 0)
+    throw ValueError(concat("deterministic mode: deterministic_chunks (", o.deterministic_chunks,
+                            ") must be a positive multiple of the ", what, " (", parts, ")"));
+}
+
+} // namespace detail
+} // namespace cohort

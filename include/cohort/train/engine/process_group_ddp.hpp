@@ -1,0 +1,379 @@
+#pragma once
+/// \file
+/// The engine of `ProcessGroupDDP<Mpi, Cpu>` + `FullPrecision` (see parallel/process_group_ddp.hpp).
+/// Include it through <cohort/mpi.hpp>.
+///
+/// Start-up: checks the launch environment against MPI, compares every rank's network,
+/// policies and settings (a hash, then the text where hashes differ), and takes rank 0's
+/// initial parameters and buffers.
+///
+/// A step: the rank's batch runs forward and backward; as backward finishes the layers of a
+/// gradient bucket, the bucket's reduction starts (non-blocking), so communication overlaps the
+/// remaining layers. A bucket is reduced as reduce-scatter + all-gather: every element is summed
+/// once, by one rank, so all ranks receive the same bits and stay identical. The loss carries
+/// 1/world, so the sum is the average. Gradient accumulation (micro-batches before the last)
+/// communicates nothing: DDP's no_sync.
+///
+/// Deterministic mode: the rank's batch holds deterministic_chunks / world chunks of the global
+/// batch (chunk j: global samples j, j + chunks, ...; DistributedSampler gives rank r the global
+/// samples r, r + world, ..., so its chunks are j = r, r + world, ...). Each chunk's gradient is
+/// computed on its own, buckets are all-gathered and every rank sums the chunks in chunk order:
+/// the weights are bitwise the same for every world size dividing the chunk count, and the same
+/// as ThreadedReplicas' deterministic mode.
+///
+/// Running statistics (BatchNorm) are updated by rank 0 only and sent to the others before
+/// evaluation and checkpoints (DDP's broadcast_buffers).
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cohort/parallel/gradient_buckets.hpp"
+#include "cohort/parallel/mpi_communicator.hpp"
+#include "cohort/parallel/process_group_ddp.hpp"
+#include "cohort/parallel/signature.hpp"
+#include "cohort/precision/full_precision.hpp"
+#include "cohort/train/engine/engine.hpp"
+
+namespace cohort::detail {
+
+/// Environment variables other launchers set for the rank and world size (torchrun, OpenMPI,
+/// MPICH/PMI): when present they must agree with MPI, or processes would train on the wrong
+/// shards.
+inline void check_launch_environment(const MpiCommunicator& comm) {
+  struct Var {
+    const char* name;
+    int expected;
+  };
+  const Var vars[] = {{"RANK", comm.rank()},
+                      {"WORLD_SIZE", comm.size()},
+                      {"LOCAL_RANK", comm.local_rank()},
+                      {"OMPI_COMM_WORLD_RANK", comm.rank()},
+                      {"OMPI_COMM_WORLD_SIZE", comm.size()},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", comm.local_rank()},
+                      {"PMI_RANK", comm.rank()},
+                      {"PMI_SIZE", comm.size()}};
+  for (const Var& v : vars) {
+    const char* text = std::getenv(v.name);
+    if (!text) continue;
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || value != v.expected)
+      throw DistributedError(concat("rank ", comm.rank(), " (", comm.host(), "): the environment has ", v.name, "=\"",
+                                    text, "\" but MPI reports ", v.expected, " (MPI_COMM_WORLD has ", comm.size(),
+                                    " ranks); start every rank with the same launcher (mpirun -np N)"));
+  }
+}
+
+template <class Net, class Opt>
+class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, FullPrecision, Net, Opt> {
+ public:
+  static constexpr bool distributed = true;
+  using params_type = Parameters<Net, float, Cpu>;
+  TrainEngine(const TrainEngine&) = delete;
+  TrainEngine& operator=(const TrainEngine&) = delete;
+  ~TrainEngine() {
+    MpiCommunicator::release(scatter_comm_);
+    MpiCommunicator::release(gather_comm_);
+  }
+  using grads_type = Gradients<Net, float, Cpu>;
+  using input_view = ConstBatchView<typename Net::input_shape, float>;
+
+  TrainEngine(Opt opt, const EngineOptions& o)
+      : o_(o.parallel), seed_(o.seed), comm_(o.parallel.timeout_s), replica_(ThreadPool::global()),
+        opt_(std::move(opt)) {
+    rank_ = std::size_t(comm_.rank());
+    world_ = std::size_t(comm_.size());
+    scatter_comm_ = comm_.duplicate();
+    gather_comm_ = comm_.duplicate();
+    check_launch_environment(comm_);
+    if (o_.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
+    agree(o.agreement);
+    check_chunks(o_, world_, "world size");
+    params_.initialize(seed_);
+    broadcast_model("rank 0's initial parameters");
+    buckets_ = plan_buckets<Net>(o_.bucket_kib * 1024);
+    bucket_of_layer_.assign(Net::layer_count, npos);
+    for (std::size_t b = 0; b < buckets_.size(); ++b) bucket_of_layer_[buckets_[b].first_layer] = b;
+    state_.resize(buckets_.size());
+    if (o_.deterministic) {
+      slots_.resize(o_.deterministic_chunks / world_);
+      for (auto& g : slots_) g = std::make_unique<grads_type>();
+    }
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      BucketState& s = state_[b];
+      const std::size_t len = buckets_[b].size();
+      if (o_.deterministic) {
+        s.send.resize(slots_.size() * len);
+        s.recv.resize(o_.deterministic_chunks * len);
+      } else {
+        s.counts.resize(world_);
+        s.displs.resize(world_);
+        for (std::size_t p = 0, at = 0; p < world_; ++p) {
+          s.counts[p] = int(len / world_ + (p < len % world_ ? 1 : 0));
+          s.displs[p] = int(at);
+          at += std::size_t(s.counts[p]);
+        }
+        s.segment.resize(std::size_t(s.counts[rank_]) + 1);
+      }
+    }
+  }
+
+  double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
+    if (m.index == 0) comm_.begin_step(m.step);
+    const double local = o_.deterministic ? step_chunks(x, labels, m) : step_rank(x, labels, m);
+    if (!m.last()) return local;
+    finish_buckets();
+    double loss = local / double(world_);
+    comm_.allreduce_sum(&loss, 1, "the all-reduce of the loss");
+    opt_.step(params_.values.span(), std::span<const float>(grads_.values.data(), grads_.values.size()));
+    return loss;
+  }
+
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
+    return replica_.evaluate(params_, x, labels, seed_);
+  }
+
+  std::size_t rank() const noexcept { return rank_; }
+  std::size_t world() const noexcept { return world_; }
+  std::size_t devices() const noexcept { return world_; }
+  params_type& parameters() noexcept { return params_; }
+  Opt& optimizer() noexcept { return opt_; }
+  void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
+  MpiCommunicator& communicator() noexcept { return comm_; }
+  const std::vector<GradientBucket>& buckets() const noexcept { return buckets_; }
+
+  void barrier(const char* what) { comm_.barrier(what); }
+  void sum(std::span<double> values, const char* what) {
+    comm_.allreduce_sum(values.data(), values.size(), concat("the all-reduce of ", what));
+  }
+  /// Rank 0's running statistics and counters to every rank.
+  void sync_buffers() {
+    if (params_.buffers.size())
+      comm_.broadcast(params_.buffers.data(), params_.buffers.size() * sizeof(params_.buffers[0]), 0,
+                      "the broadcast of rank 0's running statistics");
+    if (params_.counters.size())
+      comm_.broadcast(params_.counters.data(), params_.counters.size() * sizeof(std::int64_t), 0,
+                      "the broadcast of rank 0's counters");
+  }
+  /// Rank 0's error (if any), else its trainer state, parameters and optimiser state.
+  template <class State>
+  void share_from_root(std::string& error, State& state) {
+    std::uint64_t length = error.size();
+    comm_.broadcast(&length, sizeof length, 0, "the broadcast of rank 0's checkpoint outcome");
+    error.resize(length);
+    comm_.broadcast(error.data(), length, 0, "the broadcast of rank 0's checkpoint outcome");
+    if (!error.empty()) return;
+    static_assert(std::is_trivially_copyable_v<State>);
+    comm_.broadcast(&state, sizeof state, 0, "the broadcast of rank 0's trainer state");
+    broadcast_model("rank 0's checkpoint");
+  }
+
+ private:
+  static constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
+
+  /// One bucket's reduction in flight: reduce-scatter then all-gather (or one all-gather in
+  /// deterministic mode).
+  struct BucketState {
+    int stage = 0; // 0 not started, 1 first operation running, 2 waiting for the second, 3 second running, 4 done
+    MPI_Request req = MPI_REQUEST_NULL;
+    std::vector<int> counts, displs;
+    std::vector<float> segment;    // this rank's reduced part (reduce-scatter)
+    std::vector<float> send, recv; // deterministic: this rank's chunks, everyone's chunks
+  };
+
+  /// Every rank's network, policies and settings must be the same.
+  void agree(const std::vector<std::string>& extra) {
+    std::vector<std::string> lines = network_signature<Net>();
+    lines.push_back("parallel: ProcessGroupDDP<Mpi>");
+    lines.push_back("precision: fp32");
+    lines.push_back(concat("optimizer: ", Opt::name));
+    lines.push_back(concat("deterministic: ", o_.deterministic ? "on" : "off", ", chunks ", o_.deterministic_chunks));
+    lines.push_back(concat("bucket_kib: ", o_.bucket_kib));
+    lines.insert(lines.end(), extra.begin(), extra.end());
+    const std::string text = join_lines(lines);
+    const auto hashes = comm_.allgather(fnv1a(text), "the comparison of the ranks' networks");
+    std::vector<std::size_t> differ;
+    for (std::size_t p = 1; p < world_; ++p)
+      if (hashes[p] != hashes[0]) differ.push_back(p);
+    if (differ.empty()) return;
+    const auto texts = comm_.allgather_text(text, "the comparison of the ranks' networks");
+    std::string ranks;
+    for (std::size_t p : differ) ranks += (ranks.empty() ? "" : ", ") + std::to_string(p);
+    // Every rank builds the same message and stops: nobody is left waiting.
+    throw DistributedError(concat(
+        "rank ", rank_, ": the ranks do not train the same thing: rank(s) ", ranks,
+        " differ from rank 0; first difference: ", signature_difference(texts[0], texts[differ[0]], 0, differ[0])));
+  }
+
+  void broadcast_model(const char* what) {
+    comm_.broadcast(params_.values.data(), params_.values.size() * sizeof(float), 0, concat("the broadcast of ", what));
+    sync_buffers();
+    for (auto& slot : opt_.slots(params_.values.size()))
+      comm_.broadcast(slot.values.data(), slot.values.size() * sizeof(float), 0,
+                      concat("the broadcast of rank 0's optimiser state (", slot.name, ")"));
+    std::uint64_t steps = opt_.steps();
+    comm_.broadcast(&steps, sizeof steps, 0, "the broadcast of rank 0's optimiser step count");
+    opt_.set_steps(steps);
+  }
+
+  StepInfo train_info(const MicroStep& m, std::uint64_t offset, std::uint64_t stride, bool update_buffers) const {
+    return {.mode = Mode::train,
+            .seed = seed_,
+            .step = m.forward_pass,
+            .sample_offset = offset,
+            .sample_stride = stride,
+            .update_buffers = update_buffers};
+  }
+
+  /// The rank's batch in one pass; buckets start from the backward hook on the last micro-batch.
+  double step_rank(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
+    const double scale = 1.0 / (double(world_) * double(m.count));
+    const StepInfo info = train_info(m, rank_, world_, rank_ == 0);
+    if (!m.last()) return replica_.train(params_, grads_, x, labels, info, scale, m.index > 0);
+    reset_buckets();
+    return replica_.train(params_, grads_, x, labels, info, scale, m.index > 0,
+                          [&](std::size_t layer) { layer_done(layer); });
+  }
+
+  /// Deterministic mode: this rank's chunks one by one, each into its own store.
+  double step_chunks(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
+    const std::size_t chunks = o_.deterministic_chunks, per_rank = slots_.size();
+    const double global = double(labels.size()) * double(world_);
+    if (m.last()) reset_buckets();
+    double loss = 0;
+    for (std::size_t s = 0; s < per_rank; ++s) {
+      const std::size_t j = rank_ + s * world_; // the global chunk in slot s
+      const std::size_t count = gather_strided<typename Net::input_shape>(x.data(), labels, s, per_rank,
+                                                                          replica_.chunk_x, replica_.chunk_labels);
+      grads_type& g = *slots_[s];
+      if (count == 0) {
+        if (m.index == 0) g.values.fill(0.f);
+        continue;
+      }
+      const double share = double(count) / global;
+      const StepInfo info = train_info(m, j, chunks, j == 0);
+      const input_view chunk{replica_.chunk_x.data(), count};
+      if (m.last() && s + 1 == per_rank)
+        loss += share * replica_.train(params_, g, chunk, replica_.chunk_labels, info, share / double(m.count),
+                                       m.index > 0, [&](std::size_t layer) { layer_done(layer); });
+      else
+        loss += share *
+                replica_.train(params_, g, chunk, replica_.chunk_labels, info, share / double(m.count), m.index > 0);
+    }
+    return loss * double(world_); // the rank's share of the global mean, as a local mean
+  }
+
+  void reset_buckets() {
+    for (auto& s : state_) s.stage = 0;
+    next_gather_ = 0;
+  }
+
+  /// Backward has finished `layer`: start the bucket it completes, and move the others along.
+  void layer_done(std::size_t layer) {
+    const std::size_t b = bucket_of_layer_[layer];
+    if (b != npos) start(b);
+    progress();
+  }
+
+  // Every rank must start the collectives of a communicator in the same order. Reduce-scatters
+  // start in bucket order (the backward hooks fire in layer order on every rank); a bucket's
+  // all-gather can only start once its reduce-scatter is done, which happens at different times
+  // on different ranks, so all-gathers run on a communicator of their own and also start in
+  // bucket order (a finished bucket waits for the ones before it).
+
+  void start(std::size_t b) {
+    BucketState& s = state_[b];
+    const GradientBucket& k = buckets_[b];
+    const std::size_t len = k.size();
+    if (o_.deterministic) {
+      for (std::size_t slot = 0; slot < slots_.size(); ++slot)
+        std::copy(slots_[slot]->values.data() + k.begin, slots_[slot]->values.data() + k.end,
+                  s.send.data() + slot * len);
+      comm_.check(MPI_Iallgather(s.send.data(), int(s.send.size()), MPI_FLOAT, s.recv.data(), int(s.send.size()),
+                                 MPI_FLOAT, gather_comm_, &s.req),
+                  "MPI_Iallgather", bucket_name(b));
+      s.stage = 3;
+    } else {
+      comm_.check(MPI_Ireduce_scatter(grads_.values.data() + k.begin, s.segment.data(), s.counts.data(), MPI_FLOAT,
+                                      MPI_SUM, scatter_comm_, &s.req),
+                  "MPI_Ireduce_scatter", bucket_name(b));
+      s.stage = 1;
+    }
+  }
+
+  /// Tests the buckets in flight; starts the all-gathers of finished reduce-scatters, in order.
+  void progress() {
+    for (std::size_t b = 0; b < state_.size(); ++b) {
+      BucketState& s = state_[b];
+      if (s.stage != 1 && s.stage != 3) continue;
+      int done = 0;
+      comm_.check(MPI_Test(&s.req, &done, MPI_STATUS_IGNORE), "MPI_Test", bucket_name(b));
+      if (done) s.stage = s.stage == 1 ? 2 : 4;
+    }
+    while (next_gather_ < state_.size() && state_[next_gather_].stage == 2) {
+      BucketState& s = state_[next_gather_];
+      const GradientBucket& k = buckets_[next_gather_];
+      comm_.check(MPI_Iallgatherv(s.segment.data(), s.counts[rank_], MPI_FLOAT, grads_.values.data() + k.begin,
+                                  s.counts.data(), s.displs.data(), MPI_FLOAT, gather_comm_, &s.req),
+                  "MPI_Iallgatherv", bucket_name(next_gather_));
+      s.stage = 3;
+      ++next_gather_;
+    }
+  }
+
+  /// Waits for every bucket (starting any the backward pass did not: a chunk-less rank).
+  void finish_buckets() {
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      if (state_[b].stage == 0) start(b);
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      comm_.wait_until(bucket_name(b), [&] {
+        progress();
+        return state_[b].stage == 4;
+      });
+    if (!o_.deterministic) return;
+    // Every chunk's gradient, summed in chunk order (the same order ThreadedReplicas uses).
+    const std::size_t chunks = o_.deterministic_chunks, per_rank = slots_.size();
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      const GradientBucket& k = buckets_[b];
+      const std::size_t len = k.size();
+      const float* recv = state_[b].recv.data();
+      float* out = grads_.values.data() + k.begin;
+      ThreadPool::global().parallel_for(len, 16 * 1024, [&](std::size_t lo, std::size_t hi) {
+        for (std::size_t i = lo; i < hi; ++i) {
+          float sum = recv[i]; // chunk 0: rank 0, slot 0
+          for (std::size_t j = 1; j < chunks; ++j) sum += recv[((j % world_) * per_rank + j / world_) * len + i];
+          out[i] = sum;
+        }
+      });
+    }
+  }
+
+  std::string bucket_name(std::size_t b) const {
+    return concat("the ", o_.deterministic ? "all-gather" : "all-reduce", " of gradient bucket ", b, " (layers ",
+                  buckets_[b].first_layer, "+, ", buckets_[b].size(), " values)");
+  }
+
+  DataParallelOptions o_;
+  std::uint64_t seed_;
+  MpiCommunicator comm_;
+  std::size_t rank_ = 0, world_ = 1;
+  params_type params_;
+  grads_type grads_;
+  Replica<Net> replica_;
+  Opt opt_;
+  std::vector<GradientBucket> buckets_;
+  std::vector<std::size_t> bucket_of_layer_;
+  std::vector<BucketState> state_;
+  std::vector<std::unique_ptr<grads_type>> slots_;                      // deterministic: this rank's chunks
+  MPI_Comm scatter_comm_ = MPI_COMM_NULL, gather_comm_ = MPI_COMM_NULL; // see start()
+  std::size_t next_gather_ = 0;                                         // the next bucket whose all-gather may start
+};
+
+} // namespace cohort::detail

@@ -1,0 +1,189 @@
+#pragma once
+/// \file
+/// The engine of `ThreadedReplicas<N, Cpu>` + `FullPrecision` (see parallel/threaded_replicas.hpp).
+///
+/// A step splits the batch into N contiguous shards (sizes differ by at most one), runs the
+/// replicas on the team's threads, sums their gradients element-wise in replica order (each
+/// replica's loss is scaled by its share of the batch, so the sum is the full batch's mean
+/// gradient, as DataParallel computes it), and steps the optimiser on the same threads.
+///
+/// Deterministic mode cuts the batch into `deterministic_chunks` interleaved chunks instead
+/// (chunk j: samples j, j + chunks, ...), computes each chunk's gradient into its own store and
+/// sums the chunks in order: the result is the same, bit for bit, for any N that divides the
+/// chunk count, and the same as ProcessGroupDDP's deterministic mode at any world size.
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "cohort/parallel/threaded_replicas.hpp"
+#include "cohort/precision/full_precision.hpp"
+#include "cohort/train/engine/engine.hpp"
+
+namespace cohort::detail {
+
+/// dst[i] = src[0][i] + src[1][i] + ... in that order, split between `pool`'s threads by
+/// element (every element is summed in the same order whatever the split).
+inline void sum_in_order(ThreadPool& pool, std::span<float* const> src, float* dst, std::size_t n) {
+  pool.parallel_for(n, 16 * 1024, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) {
+      float s = src[0][i];
+      for (std::size_t k = 1; k < src.size(); ++k) s += src[k][i];
+      dst[i] = s;
+    }
+  });
+}
+
+template <std::size_t N, class Net, class Opt>
+class TrainEngine<ThreadedReplicas<N, Cpu>, FullPrecision, Net, Opt> : public LocalCollectives {
+ public:
+  using params_type = Parameters<Net, float, Cpu>;
+  using grads_type = Gradients<Net, float, Cpu>;
+  using input_view = ConstBatchView<typename Net::input_shape, float>;
+  static constexpr std::size_t in_size = Net::input_shape::size;
+
+  TrainEngine(Opt opt, const EngineOptions& o)
+      : o_(o.parallel), seed_(o.seed), n_(count(o.parallel)), team_(n_), opt_(std::move(opt)) {
+    check_chunks(o_, n_, "replica count");
+    if (o_.threads_per_replica == 0) throw ValueError("ThreadedReplicas: threads_per_replica must be at least 1");
+    params_.initialize(seed_);
+    for (std::size_t r = 0; r < n_; ++r) {
+      pools_.push_back(std::make_unique<ThreadPool>(o_.threads_per_replica));
+      replicas_.push_back(std::make_unique<Replica<Net>>(*pools_[r]));
+    }
+    if (o_.deterministic) {
+      chunk_grads_.resize(o_.deterministic_chunks);
+      for (auto& g : chunk_grads_) g = std::make_unique<grads_type>();
+    }
+    opt_.set_threads(&team_); // the optimiser's element-wise pass runs on the replicas' threads
+  }
+
+  double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
+    return o_.deterministic ? step_chunks(x, labels, m) : step_shards(x, labels, m);
+  }
+
+  /// (correct predictions, summed loss) over the batch, the replicas evaluating shards of it.
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
+    std::vector<std::pair<std::size_t, double>> part(n_);
+    team_.parallel_for(n_, 1, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t r = lo; r < hi; ++r) {
+        const auto [begin, count] = shard(labels.size(), r);
+        if (count == 0) continue;
+        part[r] =
+            replicas_[r]->evaluate(params_, {x.data() + begin * in_size, count}, labels.subspan(begin, count), seed_);
+      }
+    });
+    std::pair<std::size_t, double> total{};
+    for (const auto& p : part) total.first += p.first, total.second += p.second;
+    return total;
+  }
+
+  params_type& parameters() noexcept { return params_; }
+  Opt& optimizer() noexcept { return opt_; }
+  std::size_t devices() const noexcept { return n_; }
+  void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
+  /// Replica r (its executor, gradients and threads), for inspection and tests.
+  Replica<Net>& replica(std::size_t r) { return *replicas_.at(r); }
+
+ private:
+  static std::size_t count(const DataParallelOptions& o) {
+    if constexpr (N != dynamic_replicas) {
+      return N;
+    } else {
+      if (o.replicas == 0) throw ValueError("ThreadedReplicas: replicas must be at least 1");
+      return o.replicas;
+    }
+  }
+
+  /// Samples [begin, begin + count) of a batch of n: replica r's contiguous shard.
+  std::pair<std::size_t, std::size_t> shard(std::size_t n, std::size_t r) const noexcept {
+    const std::size_t base = n / n_, extra = n % n_;
+    return {r * base + std::min(r, extra), base + (r < extra ? 1 : 0)};
+  }
+
+  StepInfo train_info(const MicroStep& m, std::uint64_t offset, std::uint64_t stride, bool update_buffers) const {
+    return {.mode = Mode::train,
+            .seed = seed_,
+            .step = m.forward_pass,
+            .sample_offset = offset,
+            .sample_stride = stride,
+            .update_buffers = update_buffers};
+  }
+
+  double step_shards(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
+    const std::size_t n = labels.size();
+    std::vector<double> loss(n_, 0.0);
+    team_.parallel_for(n_, 1, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t r = lo; r < hi; ++r) {
+        const auto [begin, count] = shard(n, r);
+        grads_type& g = replicas_[r]->gradients();
+        if (count == 0) { // fewer samples than replicas: this one adds nothing
+          if (m.index == 0) g.values.fill(0.f);
+          continue;
+        }
+        const double share = double(count) / double(n);
+        loss[r] =
+            share * replicas_[r]->train(params_, g, {x.data() + begin * in_size, count}, labels.subspan(begin, count),
+                                        train_info(m, begin, 1, r == 0), share / double(m.count), m.index > 0);
+      }
+    });
+    if (m.last()) {
+      std::vector<float*> src(n_);
+      for (std::size_t r = 0; r < n_; ++r) src[r] = replicas_[r]->gradients().values.data();
+      finish(src);
+    }
+    double total = 0;
+    for (double l : loss) total += l;
+    return total;
+  }
+
+  double step_chunks(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
+    const std::size_t n = labels.size(), chunks = o_.deterministic_chunks;
+    std::vector<double> loss(chunks, 0.0);
+    team_.parallel_for(n_, 1, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t r = lo; r < hi; ++r)
+        for (std::size_t j = r; j < chunks; j += n_) { // replica r takes chunks r, r + n, ...
+          Replica<Net>& rep = *replicas_[r];
+          const std::size_t count =
+              gather_strided<typename Net::input_shape>(x.data(), labels, j, chunks, rep.chunk_x, rep.chunk_labels);
+          grads_type& g = *chunk_grads_[j];
+          if (count == 0) {
+            if (m.index == 0) g.values.fill(0.f);
+            continue;
+          }
+          const double share = double(count) / double(n);
+          loss[j] = share * rep.train(params_, g, {rep.chunk_x.data(), count}, rep.chunk_labels,
+                                      train_info(m, j, chunks, j == 0), share / double(m.count), m.index > 0);
+        }
+    });
+    if (m.last()) {
+      std::vector<float*> src(chunks);
+      for (std::size_t j = 0; j < chunks; ++j) src[j] = chunk_grads_[j]->values.data();
+      finish(src);
+    }
+    double total = 0;
+    for (double l : loss) total += l;
+    return total;
+  }
+
+  /// Sums the gradient stores in order and steps the optimiser.
+  void finish(std::span<float* const> src) {
+    sum_in_order(team_, src, total_.values.data(), total_.values.size());
+    opt_.step(params_.values.span(), std::span<const float>(total_.values.data(), total_.values.size()));
+  }
+
+  DataParallelOptions o_;
+  std::uint64_t seed_;
+  std::size_t n_;   // replicas
+  ThreadPool team_; // one thread per replica (the caller is replica 0's)
+  params_type params_;
+  std::vector<std::unique_ptr<ThreadPool>> pools_;
+  std::vector<std::unique_ptr<Replica<Net>>> replicas_;
+  std::vector<std::unique_ptr<grads_type>> chunk_grads_; // deterministic mode: one per chunk
+  grads_type total_;
+  Opt opt_;
+};
+
+} // namespace cohort::detail

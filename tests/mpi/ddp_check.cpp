@@ -1,0 +1,206 @@
+// ProcessGroupDDP<Mpi> under mpirun: what tests/mpi/run_ddp.cmake checks.
+//
+//   mpirun -np N ddp_check equivalence [--deterministic] --out FILE
+//       trains model C for 2 epochs of 128 synthetic samples (global batch 32); rank 0 writes
+//       the final weights to FILE, and checks them against one process (SingleDevice, batch 32,
+//       within 1e-6) and, in deterministic mode, against ThreadedReplicas<4> (bitwise).
+//   mpirun -np N ddp_check resume --save FILE | --resume FILE --out FILE
+//       deterministic model A: 1 epoch then a checkpoint (any world size), or resume + 1 epoch.
+//   mpirun -np 2 ddp_check mismatch     rank 1 builds a wider network: every rank must say so
+//   mpirun -np 2 ddp_check kill|hang    rank 1 is killed (SIGKILL) or stops (SIGSTOP) at step 3
+//   mpirun -np 2 ddp_check accumulate   2 micro-batches per step == one batch twice the size
+//
+// Exit status: 0 on success, 1 on a failed check, 3 when a cohort::Error was thrown (the tests
+// that expect one match its message).
+
+#include <cohort/cohort.hpp>
+#include <cohort/models/seed_models.hpp>
+#include <cohort/mpi.hpp>
+#include <cohort/train/trainer.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/bands.hpp"
+
+using namespace cohort;
+using test::Bands;
+
+namespace {
+
+struct Args {
+  std::string mode, out, save, resume;
+  bool deterministic = false;
+};
+
+using Wider = Sequential<Input<1, 28, 28>, Conv2d<1, 32, 3, 1, 1>, ReLU, MaxPool2d<2>, Flatten, Linear<6272, 128>, ReLU,
+                         Linear<128, 10>>;
+
+template <class Params>
+std::vector<float> values(Params& p) {
+  return {p.values.begin(), p.values.end()};
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 1e-30;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, double(std::abs(a[i] - b[i])));
+    scale = std::max(scale, double(std::abs(b[i])));
+  }
+  return diff / scale;
+}
+
+void write(const std::string& path, const std::vector<float>& v) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
+}
+
+TrainerOptions options(std::size_t batch, bool deterministic, double timeout = 60) {
+  TrainerOptions o{.batch_size = batch, .seed = 11, .log = nullptr};
+  o.parallel.deterministic = deterministic;
+  o.parallel.deterministic_chunks = 4;
+  o.parallel.bucket_kib = 256; // several buckets for model C
+  o.parallel.timeout_s = timeout;
+  return o;
+}
+
+int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+/// Every rank holds the same weights (bitwise): their hashes agree.
+int check_identical(const std::vector<float>& w) {
+  const std::uint64_t h = fnv1a(std::string_view(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float)));
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(world_size()));
+  MPI_Allgather(&h, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  for (std::size_t p = 1; p < all.size(); ++p)
+    if (all[p] != all[0]) {
+      std::fprintf(stderr, "ddp_check: rank %zu holds other weights than rank 0\n", p);
+      return 1;
+    }
+  return 0;
+}
+
+Sgd<> sgd() { return Sgd({.lr = 0.05, .momentum = 0.9}); }
+
+int equivalence(const Args& a) {
+  const Bands data(128, 1);
+  const std::size_t global = 32, per_rank = global / std::size_t(world_size());
+  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> ddp(sgd(), options(per_rank, a.deterministic));
+  ddp.fit(data, 2);
+  const auto w = values(ddp.parameters());
+  int failed = check_identical(w);
+  if (world_rank() != 0) return failed;
+  if (!a.out.empty()) write(a.out, w);
+  if (a.deterministic) {
+    Trainer<models::ModelC, Sgd<>, ThreadedReplicas<4>> threads(sgd(), options(global, true));
+    threads.fit(data, 2);
+    const bool same = values(threads.parameters()) == w;
+    std::printf("deterministic, %d rank(s): %s ThreadedReplicas<4>\n", world_size(),
+                same ? "bitwise equal to" : "DIFFERENT from");
+    failed |= !same;
+  } else {
+    Trainer<models::ModelC, Sgd<>> one(sgd(), options(global, false));
+    one.fit(data, 2);
+    const double d = relative_difference(w, values(one.parameters()));
+    std::printf("%d rank(s) x batch %zu vs 1 process x batch %zu: relative difference %.3g (limit 1e-6)\n",
+                world_size(), per_rank, global, d);
+    failed |= !(d <= 1e-6);
+  }
+  return failed;
+}
+
+/// Deterministic model A (dropout): a straight 2-epoch run, or 1 epoch + checkpoint, or a resume
+/// from that checkpoint for the second epoch, at any world size.
+int resume(const Args& a) {
+  const Bands data(64, 2);
+  const std::size_t per_rank = 32 / std::size_t(world_size());
+  Trainer<models::ModelA, Adadelta<>, ProcessGroupDDP<Mpi>> t(Adadelta({.lr = 0.5}), options(per_rank, true));
+  if (!a.resume.empty()) t.resume(a.resume);
+  t.fit(data, a.save.empty() ? 2 : 1);
+  if (!a.save.empty()) t.save(a.save);
+  const auto w = values(t.parameters());
+  if (world_rank() == 0 && !a.out.empty()) write(a.out, w);
+  return check_identical(w);
+}
+
+/// Rank 1 builds another network: every rank must stop with the difference.
+int mismatch() {
+  if (world_rank() == 1) {
+    Trainer<Wider, Sgd<>, ProcessGroupDDP<Mpi>> t(sgd(), options(16, false));
+  } else {
+    Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> t(sgd(), options(16, false));
+  }
+  std::fprintf(stderr, "ddp_check: rank %d: the mismatch went unnoticed\n", world_rank());
+  return 1;
+}
+
+/// Rank 1 dies (SIGKILL) or stops (SIGSTOP) after 3 steps; the others must fail within the
+/// deadline (3 s).
+int fault(const Args& a) {
+  const Bands data(48, 3); // 2 ranks x batch 8: 3 steps per epoch
+  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> t(sgd(), options(8, false, 3.0));
+  t.fit(data, 1);
+  if (world_rank() == 1) std::raise(a.mode == "kill" ? SIGKILL : SIGSTOP);
+  t.fit(data, 2);
+  std::fprintf(stderr, "ddp_check: rank %d: training went on without rank 1\n", world_rank());
+  return 1;
+}
+
+/// 2 micro-batches of 8 per rank and step (no_sync for the first) == 1 process x batch 32.
+int accumulate() {
+  const Bands data(128, 4);
+  const std::size_t global = 32, per_rank = global / std::size_t(world_size()) / 2;
+  TrainerOptions o = options(per_rank, false);
+  o.accumulation_steps = 2;
+  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> ddp(sgd(), o);
+  ddp.fit(data, 2);
+  const auto w = values(ddp.parameters());
+  int failed = check_identical(w);
+  if (world_rank() != 0) return failed;
+  Trainer<models::ModelC, Sgd<>> one(sgd(), options(global, false));
+  one.fit(data, 2);
+  const double d = relative_difference(w, values(one.parameters()));
+  std::printf("accumulation: %d rank(s) x 2 x batch %zu vs 1 process x batch %zu: relative difference %.3g\n",
+              world_size(), per_rank, global, d);
+  return failed | !(d <= 1e-6);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  MpiSession mpi(argc, argv);
+  Args a;
+  if (argc > 1) a.mode = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (s == "--deterministic") a.deterministic = true;
+    if (s == "--out" && i + 1 < argc) a.out = argv[++i];
+    if (s == "--save" && i + 1 < argc) a.save = argv[++i];
+    if (s == "--resume" && i + 1 < argc) a.resume = argv[++i];
+  }
+  try {
+    if (a.mode == "equivalence") return equivalence(a);
+    if (a.mode == "resume") return resume(a);
+    if (a.mode == "mismatch") return mismatch();
+    if (a.mode == "kill" || a.mode == "hang") return fault(a);
+    if (a.mode == "accumulate") return accumulate();
+    std::fprintf(stderr, "ddp_check: unknown mode \"%s\"\n", a.mode.c_str());
+    return 2;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ddp_check: %s\n", e.what());
+    return 3;
+  }
+}
