@@ -4,6 +4,7 @@
 //       trains model C for 2 epochs of 128 synthetic samples (global batch 32); rank 0 writes
 //       the final weights to FILE, and checks them against one process (SingleDevice, batch 32,
 //       within 1e-6) and, in deterministic mode, against ThreadedReplicas<4> (bitwise).
+//       --bucket-kib K sets the gradient bucket size (default 256 KiB: three buckets).
 //   mpirun -np N ddp_check resume --save FILE | --resume FILE --out FILE
 //       deterministic model A: 1 epoch then a checkpoint (any world size), or resume + 1 epoch.
 //   mpirun -np 2 ddp_check mismatch     rank 1 builds a wider network: every rank must say so
@@ -60,11 +61,13 @@ void write(const std::string& path, const std::vector<float>& v) {
   f.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
 }
 
+std::size_t bucket_kib = 256;
+
 TrainerOptions options(std::size_t batch, bool deterministic, double timeout = 60) {
   TrainerOptions o{.batch_size = batch, .seed = 11, .log = nullptr};
   o.parallel.deterministic = deterministic;
   o.parallel.deterministic_chunks = 4;
-  o.parallel.bucket_kib = 256; // several buckets for model C
+  o.parallel.bucket_kib = bucket_kib;
   o.parallel.timeout_s = timeout;
   return o;
 }
@@ -190,6 +193,7 @@ int main(int argc, char** argv) {
     if (s == "--out" && i + 1 < argc) a.out = argv[++i];
     if (s == "--save" && i + 1 < argc) a.save = argv[++i];
     if (s == "--resume" && i + 1 < argc) a.resume = argv[++i];
+    if (s == "--bucket-kib" && i + 1 < argc) bucket_kib = std::stoul(argv[++i]);
   }
   try {
     if (a.mode == "equivalence") return equivalence(a);

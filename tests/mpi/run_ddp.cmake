@@ -66,6 +66,12 @@ elseif(CASE STREQUAL "deterministic")
   endforeach()
   expect_same(${WORK}/w1.bin ${WORK}/w2.bin)
   expect_same(${WORK}/w1.bin ${WORK}/w4.bin)
+  # The bucket size does not matter either: one bucket per layer, one bucket for everything.
+  foreach(kib 1 65536)
+    run(2 rc out 120 -- equivalence --deterministic --bucket-kib ${kib} --out ${WORK}/b${kib}.bin)
+    expect_success("${rc}" "${out}")
+    expect_same(${WORK}/w1.bin ${WORK}/b${kib}.bin)
+  endforeach()
 elseif(CASE STREQUAL "tcp")
   # Separate nodes' transport: TCP only, no shared memory.
   run(2 rc out 120 --mca btl tcp,self -- equivalence --deterministic --out ${WORK}/tcp.bin)
