@@ -32,7 +32,7 @@ std::vector<float> weights_after(Opt opt, const Bands& data, std::uint64_t steps
   if (!resume.empty()) t.resume(resume);
   t.fit(data, 10);
   if (!save.empty()) t.save(save);
-  return {t.network().parameters().values.begin(), t.network().parameters().values.end()};
+  return {t.parameters().values.begin(), t.parameters().values.end()};
 }
 
 template <class Net, class Opt>
@@ -92,7 +92,7 @@ TEST_CASE("Checkpoints: a mismatching or corrupt checkpoint changes nothing and 
   c.save(dir.path / "c.safetensors");
 
   Trainer<models::ModelB, Adam<>> b(Adam({.lr = 1e-3}), {.batch_size = 16, .log = nullptr});
-  const std::vector<float> before(b.network().parameters().values.begin(), b.network().parameters().values.end());
+  const std::vector<float> before(b.parameters().values.begin(), b.parameters().values.end());
   try {
     b.resume(dir.path / "c.safetensors");
     FAIL("a model C checkpoint loaded into model B");
@@ -103,7 +103,7 @@ TEST_CASE("Checkpoints: a mismatching or corrupt checkpoint changes nothing and 
     CHECK(m.find("1.running_mean: missing") != std::string::npos);
     CHECK(m.find("nothing was loaded") != std::string::npos);
   }
-  CHECK(std::equal(before.begin(), before.end(), b.network().parameters().values.begin()));
+  CHECK(std::equal(before.begin(), before.end(), b.parameters().values.begin()));
 
   Trainer<models::ModelC, Sgd<>> other_opt(Sgd({.lr = 0.1}), {.batch_size = 16, .log = nullptr});
   CHECK_THROWS_WITH_AS(other_opt.resume(dir.path / "c.safetensors"),
@@ -117,9 +117,9 @@ TEST_CASE("Checkpoints: a mismatching or corrupt checkpoint changes nothing and 
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::ofstream(dir.path / "cut.safetensors", std::ios::binary) << bytes.substr(0, bytes.size() - 100);
   Trainer<models::ModelC, Adam<>> fresh(Adam({.lr = 1e-3}), {.batch_size = 16, .log = nullptr});
-  const std::vector<float> init(fresh.network().parameters().values.begin(), fresh.network().parameters().values.end());
+  const std::vector<float> init(fresh.parameters().values.begin(), fresh.parameters().values.end());
   CHECK_THROWS_AS(fresh.resume(dir.path / "cut.safetensors"), FormatError);
-  CHECK(std::equal(init.begin(), init.end(), fresh.network().parameters().values.begin()));
+  CHECK(std::equal(init.begin(), init.end(), fresh.parameters().values.begin()));
   CHECK(fresh.step() == 0);
 }
 

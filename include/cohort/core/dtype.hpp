@@ -9,6 +9,8 @@
 #include <optional>
 #include <string_view>
 
+#include "cohort/precision/half.hpp"
+
 namespace cohort {
 
 /// The element types cohort stores or reads.
@@ -93,14 +95,22 @@ template <>
 struct dtype_of_impl<std::uint8_t> {
   static constexpr DType value = DType::u8;
 };
+template <>
+struct dtype_of_impl<half> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct dtype_of_impl<bfloat16> {
+  static constexpr DType value = DType::bf16;
+};
 } // namespace detail
 
-/// The DType of a C++ element type (specialised further by precision/ for half types).
+/// The DType of a C++ element type .
 template <class T>
 inline constexpr DType dtype_of = detail::dtype_of_impl<T>::value;
 
-/// The type sums and statistics are accumulated in: float for float and narrower, double for
-/// double (gradient checks run the whole network in double).
+/// The type sums, statistics and parameter gradients are kept in: float for float and the 16-bit
+/// types (half, bfloat16), double for double (gradient checks run the whole network in double).
 template <class T>
 struct accumulator {
   using type = float;

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "cohort/backend/ops.hpp"
 #include "cohort/layers/layer.hpp"
@@ -56,6 +57,17 @@ struct BatchNorm2d {
     template <class Backend, class T>
     using state = typename ops::BatchNormKernels<Backend>::template workspace<geometry, T>;
 
+    /// gamma and beta as the kernels read them: in the accumulator type. Under mixed precision
+    /// that is the float master copy (Apex O2 keeps BatchNorm in fp32).
+    template <class Args>
+    static const auto* weights(const Args& a) {
+      using T = std::remove_cvref_t<decltype(*a.params)>;
+      if constexpr (std::is_same_v<T, accumulator_t<T>>)
+        return a.master ? a.master : a.params;
+      else
+        return a.master; // always given for 16-bit storage (the engines pass it)
+    }
+
     /// Whether the backend can apply a following ReLU inside this layer's kernels.
     template <class Backend, class T>
     static constexpr bool fuses_relu = ops::BatchNormKernels<Backend>::template fuses_relu<T>;
@@ -73,8 +85,8 @@ struct BatchNorm2d {
     template <class Backend, class T>
     static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       using K = ops::BatchNormKernels<Backend>;
-      const T* gamma = a.params + offsets[0];
-      const T* beta = a.params + offsets[1];
+      const auto* gamma = weights(a) + offsets[0];
+      const auto* beta = weights(a) + offsets[1];
       auto* mean = a.buffers + buffer_offsets[0];
       auto* var = a.buffers + buffer_offsets[1];
       if (a.step.mode == Mode::train) {
@@ -91,15 +103,15 @@ struct BatchNorm2d {
     static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       // Mode is that of the forward pass (the executor refuses to mix them).
       ops::BatchNormKernels<Backend>::template backward<geometry>(
-          a.ctx, a.step.mode == Mode::train, a.x, a.params + offsets[0], a.dy, a.dx, a.grads + offsets[0],
+          a.ctx, a.step.mode == Mode::train, a.x, weights(a) + offsets[0], a.dy, a.dx, a.grads + offsets[0],
           a.grads + offsets[1], a.batch, a.accumulate, ws, a.fused_relu ? a.y : nullptr);
     }
     /// BatchNorm2d -> ReLU -> MaxPool2d fused (fuses_relu_pool): `a.y` is the pool's output.
     template <class Backend, class T, class PoolGeometry>
     static void forward_relu_pool(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       using K = ops::BatchNormKernels<Backend>;
-      const T* gamma = a.params + offsets[0];
-      const T* beta = a.params + offsets[1];
+      const auto* gamma = weights(a) + offsets[0];
+      const auto* beta = weights(a) + offsets[1];
       auto* mean = a.buffers + buffer_offsets[0];
       auto* var = a.buffers + buffer_offsets[1];
       if (a.step.mode == Mode::train) {
@@ -117,7 +129,7 @@ struct BatchNorm2d {
     template <class Backend, class T, class PoolGeometry>
     static void backward_relu_pool(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       ops::BatchNormKernels<Backend>::template backward_relu_pool<geometry, PoolGeometry>(
-          a.ctx, a.step.mode == Mode::train, a.x, a.params + offsets[0], a.dy, a.y, a.dx, a.grads + offsets[0],
+          a.ctx, a.step.mode == Mode::train, a.x, weights(a) + offsets[0], a.dy, a.y, a.dx, a.grads + offsets[0],
           a.grads + offsets[1], a.batch, a.accumulate, ws);
     }
   };

@@ -35,7 +35,7 @@ struct BoundDropout : NoTensors {
 
   template <class Backend, class T>
   struct state {
-    typename Backend::template buffer<T> mask; // (batch, Units): 0 or 1/(1-P)
+    typename Backend::template buffer<accumulator_t<T>> mask; // (batch, Units): 0 or 1/(1-P)
     void reserve(std::size_t batch) { mask.resize(batch * Units); }
   };
 

@@ -103,6 +103,9 @@ struct ForwardArgs {
   T* y;                      // (batch, Out...)
   /// The executor fused the following ReLU into this layer: write max(y, 0).
   bool fused_relu = false;
+  /// Mixed precision: this layer's float master parameters (layers that compute in float from
+  /// float weights under Apex O2, as BatchNorm, read them); null when T is the master type.
+  const accumulator_t<T>* master = nullptr;
 };
 
 /// What a bound layer's backward receives.
@@ -113,7 +116,7 @@ struct BackwardArgs {
   std::size_t index;
   std::size_t batch;
   const T* params;
-  T* grads; // this layer's gradient slots, same layout as params
+  accumulator_t<T>* grads; // this layer's gradient slots, same layout as params (float for 16-bit T)
   const accumulator_t<T>* buffers;
   const T* x;      // the forward input
   const T* y;      // the forward output
@@ -123,6 +126,7 @@ struct BackwardArgs {
   /// The following ReLU was fused: y is its output and dy its gradient, so this layer's own
   /// output gradient is dy where y > 0, else 0.
   bool fused_relu = false;
+  const accumulator_t<T>* master = nullptr; // as ForwardArgs::master
 };
 
 /// Base for bound layers without tensors or per-batch state.

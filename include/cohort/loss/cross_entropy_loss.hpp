@@ -13,6 +13,7 @@
 
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/ops.hpp"
+#include "cohort/core/dtype.hpp"
 #include "cohort/loss/loss.hpp"
 
 namespace cohort {
@@ -36,7 +37,7 @@ class CrossEntropyLoss : public detail::ClassificationLoss<T, Backend> {
   }
 
  private:
-  typename Backend::template buffer<T> logp_; // log-probabilities of the last forward
+  typename Backend::template buffer<accumulator_t<T>> logp_; // log-probabilities of the last forward
 };
 
 } // namespace cohort

@@ -100,8 +100,9 @@ class Executor {
 
   /// Runs every layer on `x` (which must stay alive until backward). Returns a view of the
   /// output, valid until the next forward.
+  /// `master`: under mixed precision, the float master copy of the parameters (same layout).
   ConstBatchView<output_shape, T> forward(context_type& ctx, const StepInfo& step, params_type& p,
-                                          ConstBatchView<input_shape, T> x) {
+                                          ConstBatchView<input_shape, T> x, const accumulator_t<T>* master = nullptr) {
     if (x.batch() == 0) throw ValueError("forward: the batch is empty");
     reserve(x.batch());
     batch_ = x.batch();
@@ -126,7 +127,8 @@ class Executor {
                                            p.counters.data() + Net::layout.counter_base[I],
                                            act_[I],
                                            out,
-                                           fused >= 1};
+                                           fused >= 1,
+                                           master ? master + Net::layout.param_base[I] : nullptr};
         if constexpr (fusable<I>() == 2) {
           if (fused == 2)
             B::template forward_relu_pool<Backend, T, typename layer<I + 2>::geometry>(args, std::get<I>(states_));
@@ -150,7 +152,7 @@ class Executor {
   template <class Hook = NoHook>
   ConstBatchView<input_shape, T> backward(context_type& ctx, const params_type& p, grads_type& g,
                                           ConstBatchView<output_shape, T> dy, BackwardOptions opts = {},
-                                          Hook&& hook = {}) {
+                                          Hook&& hook = {}, const accumulator_t<T>* master = nullptr) {
     if (batch_ == 0) throw ValueError("backward: call forward first");
     if (dy.batch() != batch_)
       throw ShapeError(
@@ -186,7 +188,8 @@ class Executor {
                                             d_out,
                                             dx,
                                             opts.accumulate,
-                                            fused >= 1};
+                                            fused >= 1,
+                                            master ? master + Net::layout.param_base[I] : nullptr};
         if constexpr (fusable<I>() == 2) {
           if (fused == 2)
             B::template backward_relu_pool<Backend, T, typename layer<I + 2>::geometry>(args, std::get<I>(states_));

@@ -198,12 +198,14 @@ class Parameters {
   }
 };
 
-/// Gradients of a network's parameters: same layout as Parameters::values.
+/// Gradients of a network's parameters: same layout as Parameters::values, in the accumulator
+/// type (float for float and the 16-bit types: mixed precision keeps fp32 gradients).
 template <NetworkDescription Net, class T, class Backend>
 class Gradients {
  public:
+  using value_type = accumulator_t<T>;
   Gradients() { values.resize(Net::parameter_store_size); }
-  typename Backend::template buffer<T> values;
+  typename Backend::template buffer<value_type> values;
 };
 
 } // namespace cohort

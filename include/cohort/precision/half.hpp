@@ -31,11 +31,11 @@ COHORT_HOST_DEVICE constexpr std::uint16_t float_to_half_bits(float f) noexcept 
   const std::uint32_t exp = (x >> 23) & 0xFFu;
   std::uint32_t mant = x & 0x7FFFFFu;
   if (exp == 0xFFu) return std::uint16_t(sign | 0x7C00u | (mant ? 0x200u | (mant >> 13) : 0u)); // inf / NaN
-  const int e = int(exp) - 127 + 15;                                                               // rebiased
-  if (e >= 0x1F) return std::uint16_t(sign | 0x7C00u);                                            // overflow
-  if (e <= 0) {                                                                                    // subnormal or 0
-    if (e < -10) return std::uint16_t(sign);                                                       // below half the
-    mant |= 0x800000u;                                                                             // smallest one
+  const int e = int(exp) - 127 + 15;                                                            // rebiased
+  if (e >= 0x1F) return std::uint16_t(sign | 0x7C00u);                                          // overflow
+  if (e <= 0) {                                                                                 // subnormal or 0
+    if (e < -10) return std::uint16_t(sign);                                                    // below half the
+    mant |= 0x800000u;                                                                          // smallest one
     const int shift = 14 - e;
     const std::uint32_t rounded = mant >> shift;
     const std::uint32_t rest = mant & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
@@ -95,9 +95,7 @@ struct bfloat16 {
   std::uint16_t bits = 0;
   constexpr bfloat16() = default;
   COHORT_HOST_DEVICE constexpr explicit bfloat16(float f) noexcept : bits(detail::float_to_bfloat16_bits(f)) {}
-  COHORT_HOST_DEVICE constexpr explicit operator float() const noexcept {
-    return detail::bfloat16_bits_to_float(bits);
-  }
+  COHORT_HOST_DEVICE constexpr explicit operator float() const noexcept { return detail::bfloat16_bits_to_float(bits); }
   COHORT_HOST_DEVICE static constexpr bfloat16 from_bits(std::uint16_t b) noexcept {
     bfloat16 h;
     h.bits = b;

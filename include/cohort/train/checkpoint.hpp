@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -42,6 +44,10 @@ struct TrainerState {
   std::uint64_t forward_passes = 0; // training forward passes (selects dropout masks)
   std::uint64_t world_size = 1;     // processes the batches were split between (ProcessGroupDDP)
   bool shuffle = true;
+  /// fp16 loss scaling (0: none): scale, clean steps since the last change, skipped steps in
+  /// all and in a row.
+  double loss_scale = 0;
+  std::uint64_t scale_growth_tracker = 0, skipped_steps = 0, consecutive_skips = 0;
 };
 
 namespace detail {
@@ -177,6 +183,14 @@ void save_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, con
   w.set_metadata("cohort.trainer.forward_passes", std::to_string(s.forward_passes));
   w.set_metadata("cohort.trainer.shuffle", s.shuffle ? "1" : "0");
   w.set_metadata("cohort.trainer.world_size", std::to_string(s.world_size));
+  if (s.loss_scale > 0) { // fp16 runs only: fp32 checkpoints keep their exact format
+    char scale[64];
+    std::snprintf(scale, sizeof scale, "%.9g", s.loss_scale); // a float's exact value
+    w.set_metadata("cohort.scaler.scale", scale);
+    w.set_metadata("cohort.scaler.growth_tracker", std::to_string(s.scale_growth_tracker));
+    w.set_metadata("cohort.scaler.skipped_steps", std::to_string(s.skipped_steps));
+    w.set_metadata("cohort.scaler.consecutive_skips", std::to_string(s.consecutive_skips));
+  }
   detail::add_model_tensors(w, p);
   for (auto& slot : opt.slots(p.values.size()))
     detail::each_optimizer_tensor(p, slot, [&](const std::string& key, const TensorRef& t, auto* data) {
@@ -208,6 +222,15 @@ TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& 
   s.seed = detail::metadata_u64(f, "cohort.trainer.seed", problems);
   s.forward_passes = detail::metadata_u64(f, "cohort.trainer.forward_passes", problems);
   s.shuffle = detail::metadata_u64(f, "cohort.trainer.shuffle", problems) != 0;
+  if (const auto it = f.metadata().find("cohort.scaler.scale"); it != f.metadata().end()) {
+    char* end = nullptr;
+    s.loss_scale = std::strtod(it->second.c_str(), &end);
+    if (end == it->second.c_str() || *end != '\0' || !(s.loss_scale > 0))
+      problems.push_back("metadata cohort.scaler.scale: \"" + it->second + "\" is not a positive number");
+    s.scale_growth_tracker = detail::metadata_u64(f, "cohort.scaler.growth_tracker", problems);
+    s.skipped_steps = detail::metadata_u64(f, "cohort.scaler.skipped_steps", problems);
+    s.consecutive_skips = detail::metadata_u64(f, "cohort.scaler.consecutive_skips", problems);
+  }
   // Written since the process-group issue; older checkpoints come from one process.
   s.world_size = f.metadata().count("cohort.trainer.world_size")
                      ? detail::metadata_u64(f, "cohort.trainer.world_size", problems)

@@ -37,6 +37,7 @@
 #include "cohort/parallel/single_device.hpp"
 #include "cohort/parallel/threaded_replicas.hpp"
 #include "cohort/precision/full_precision.hpp"
+#include "cohort/precision/mixed_precision.hpp"
 #include "cohort/tensor/buffer.hpp"
 #include "cohort/train/checkpoint.hpp"
 #include "cohort/train/engine/engine.hpp"
@@ -78,6 +79,8 @@ struct TrainerOptions {
   std::size_t accumulation_steps = 1;
   /// Replicas, buckets, deterministic mode, deadlines (parallel/policy.hpp).
   DataParallelOptions parallel{};
+  /// fp16 loss scaling (MixedPrecision<fp16>; precision/mixed_precision.hpp).
+  LossScaleOptions loss_scale{};
 };
 
 /// What one epoch (or the part of it run before max_steps) produced.
@@ -267,6 +270,8 @@ class Trainer {
   /// ProcessGroupDDP rank 0 writes, between two barriers, the same file format.
   void save(const std::filesystem::path& path) {
     engine_.sync_buffers();
+    engine_.before_save();
+    engine_.export_state(state_);
     engine_.barrier("the barrier before saving a checkpoint");
     if (engine_.rank() == 0) save_checkpoint(path, parameters(), optimizer(), state_);
     engine_.barrier("the barrier after saving a checkpoint");
@@ -286,6 +291,8 @@ class Trainer {
     }
     engine_.share_from_root(error, s);
     if (!error.empty()) throw CheckpointError(engine_.rank() == 0 ? error : "rank 0 could not resume: " + error);
+    engine_.after_load();
+    engine_.import_state(s);
     opt_.seed = s.seed;
     opt_.shuffle = s.shuffle;
     engine_.set_seed(s.seed); // the checkpoint's dropout masks
@@ -305,6 +312,7 @@ class Trainer {
     }
     engine_.share_from_root(error, unused);
     if (!error.empty()) throw CheckpointError(engine_.rank() == 0 ? error : "rank 0 could not load weights: " + error);
+    engine_.after_load();
   }
 
   const TrainerState& state() const noexcept { return state_; }
@@ -318,7 +326,7 @@ class Trainer {
   }
   /// What the engine is built with; the settings every rank must share.
   static EngineOptions engine_options(const TrainerOptions& o) {
-    EngineOptions e{.seed = o.seed, .parallel = o.parallel};
+    EngineOptions e{.seed = o.seed, .parallel = o.parallel, .loss_scale = o.loss_scale};
     e.agreement = {detail::concat("batch_size: ", o.batch_size),
                    detail::concat("accumulation_steps: ", o.accumulation_steps), detail::concat("seed: ", o.seed),
                    detail::concat("shuffle: ", o.shuffle), detail::concat("max_steps: ", o.max_steps)};
@@ -370,7 +378,10 @@ class Trainer {
         << ", \"epoch time\": " << detail::json_number(r.seconds) << ", \"steps\": " << r.steps
         << ", \"train_loss\": " << detail::json_number(r.train_loss)
         << ", \"test_accuracy\": " << detail::json_number(r.test_accuracy.value_or(unknown))
-        << ", \"samples_per_s\": " << detail::json_number(r.samples_per_s) << "}\n";
+        << ", \"samples_per_s\": " << detail::json_number(r.samples_per_s)
+        << ", \"precision\": " << detail::json_quote(std::string(Precision::name))
+        << ", \"skipped_steps\": " << engine_.skipped_steps() << ", \"loss_scale\": "
+        << (engine_.loss_scale() > 0 ? detail::json_number(engine_.loss_scale()) : std::string("null")) << "}\n";
     if (!out) throw IoError(detail::concat(opt_.metrics.string(), ": writing the metrics failed"));
   }
 

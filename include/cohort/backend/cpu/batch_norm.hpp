@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cohort/backend/cpu/context.hpp"
+#include "cohort/backend/cpu/convert.hpp"
 #include "cohort/backend/cpu/relu_pool.hpp"
 #include "cohort/backend/cpu/simd.hpp"
 #include "cohort/backend/ops.hpp"
@@ -273,22 +274,26 @@ struct ops::BatchNormKernels<Cpu> {
     }
   };
 
+  /// float and the 16-bit storage types take the vectorised float path (the latter converted
+  /// plane by plane); double (gradient checks) the reference path.
+  template <class T>
+  static constexpr bool float_path = std::is_same_v<T, float> || cpu::is_half_type<T>;
+
   /// A following ReLU can be applied inside the kernels (the executor then skips it); float only
   /// (double runs the gradient checks, which compare against the unfused layers).
   template <class T>
-  static constexpr bool fuses_relu = std::is_same_v<T, float>;
+  static constexpr bool fuses_relu = float_path<T>;
 
   /// A following ReLU and 2x2, stride-2 max-pool (geometry PG) can run inside the kernels: the
   /// normalised activation and its gradient then never go to memory at full size.
   template <class G, class PG, class T>
-  static constexpr bool fuses_relu_pool =
-      std::is_same_v<T, float>&& PG::kernel == 2 && PG::stride == 2 && PG::padding == 0 &&
-      PG::channels == G::channels&& PG::in_h* PG::in_w == G::plane;
+  static constexpr bool fuses_relu_pool = float_path<T>&& PG::kernel == 2 && PG::stride == 2 && PG::padding == 0 &&
+                                          PG::channels == G::channels&& PG::in_h* PG::in_w == G::plane;
 
   /// `relu`: write max(y, 0) (a fused ReLU).
   template <class G, class T>
-  static void forward_train(CpuContext& ctx, const T* x, const T* gamma, const T* beta, T* y, std::size_t batch,
-                            float eps, workspace<G, T>& ws, bool relu = false) {
+  static void forward_train(CpuContext& ctx, const T* x, const accumulator_t<T>* gamma, const accumulator_t<T>* beta,
+                            T* y, std::size_t batch, float eps, workspace<G, T>& ws, bool relu = false) {
     start_training<G>(batch, ws);
     each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
       batch_statistics<G>(x, batch, c0, c1, eps, ws);
@@ -310,9 +315,9 @@ struct ops::BatchNormKernels<Cpu> {
   }
 
   template <class G, class T, class S>
-  static void forward_eval(CpuContext& ctx, const T* x, const T* gamma, const T* beta, const S* running_mean,
-                           const S* running_var, T* y, std::size_t batch, float eps, workspace<G, T>& ws,
-                           bool relu = false) {
+  static void forward_eval(CpuContext& ctx, const T* x, const accumulator_t<T>* gamma, const accumulator_t<T>* beta,
+                           const S* running_mean, const S* running_var, T* y, std::size_t batch, float eps,
+                           workspace<G, T>& ws, bool relu = false) {
     ws.reserve(batch);
     running_statistics<G>(running_mean, running_var, eps, ws);
     each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
@@ -325,18 +330,19 @@ struct ops::BatchNormKernels<Cpu> {
   /// Uses the statistics the forward pass saved (batch ones in training, running ones in eval).
   /// `relu_y`: the output of a fused ReLU (dy is then that ReLU's output gradient).
   template <class G, class T>
-  static void backward(CpuContext& ctx, bool training, const T* x, const T* gamma, const T* dy, T* dx, T* dgamma,
-                       T* dbeta, std::size_t batch, bool accumulate, workspace<G, T>& ws, const T* relu_y = nullptr) {
+  static void backward(CpuContext& ctx, bool training, const T* x, const accumulator_t<T>* gamma, const T* dy, T* dx,
+                       accumulator_t<T>* dgamma, accumulator_t<T>* dbeta, std::size_t batch, bool accumulate,
+                       workspace<G, T>& ws, const T* relu_y = nullptr) {
     const Isa isa = cpu::active_isa();
     each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
       // sum dy' and sum dy' * x per channel, sample by sample (contiguous memory).
-      if constexpr (std::is_same_v<T, float>) {
+      if constexpr (float_path<T>) {
         std::fill(ws.sums.data() + c0 * 32, ws.sums.data() + c1 * 32, 0.0);
         for (std::size_t n = 0; n < batch; ++n)
           for (std::size_t c = c0; c < c1; ++c) {
             const std::size_t at = n * G::size + c * G::plane;
-            cpu::detail::grad_sums(isa, x + at, dy + at, relu_y ? relu_y + at : nullptr, G::plane,
-                                   ws.sums.data() + c * 32);
+            cpu::detail::grad_sums(isa, plane<G>(x + at, 0), plane<G>(dy + at, 1),
+                                   relu_y ? plane<G>(relu_y + at, 2) : nullptr, G::plane, ws.sums.data() + c * 32);
           }
       } else {
         // (ReLU fusion is float-only: fuses_relu<T> above.)
@@ -351,19 +357,23 @@ struct ops::BatchNormKernels<Cpu> {
       for (std::size_t n = 0; n < batch; ++n)
         for (std::size_t c = c0; c < c1; ++c) {
           const std::size_t at = n * G::size + c * G::plane;
-          const T* __restrict xp = x + at;
-          const T* __restrict gp = dy + at;
-          T* __restrict out = dx + at;
-          if constexpr (std::is_same_v<T, float>) {
+          if constexpr (float_path<T>) {
             // dx = (dy - mean(dy) - (x - mean) * k) * invstd * gamma, in float as PyTorch's CPU kernel.
             const DxCoefficients k = dx_coefficients<G>(training, batch, c, gamma, ws);
-            const float* __restrict mp = relu_y ? relu_y + at : nullptr;
+            const float* __restrict xp = plane<G>(x + at, 0);
+            const float* __restrict gp = plane<G>(dy + at, 1);
+            const float* __restrict mp = relu_y ? plane<G>(relu_y + at, 2) : nullptr;
+            float* __restrict out = staging<G>(dx + at);
             if (mp)
               for (std::size_t i = 0; i < G::plane; ++i)
                 out[i] = ((mp[i] > 0.f ? gp[i] : 0.f) - k.mean_dy - (xp[i] - k.mu) * k.k) * k.scale;
             else
               for (std::size_t i = 0; i < G::plane; ++i) out[i] = (gp[i] - k.mean_dy - (xp[i] - k.mu) * k.k) * k.scale;
+            unstage<G>(isa, out, dx + at);
           } else {
+            const T* __restrict xp = x + at;
+            const T* __restrict gp = dy + at;
+            T* __restrict out = dx + at;
             const double mean = ws.mean[c], invstd = ws.invstd[c], g = double(gamma[c]) * invstd;
             const double m = double(batch * G::plane);
             const double sum_dy = ws.lane_sums[2 * c].total(), sum_dy_xhat = ws.lane_sums[2 * c + 1].total();
@@ -383,9 +393,9 @@ struct ops::BatchNormKernels<Cpu> {
 
   /// BatchNorm2d -> ReLU -> MaxPool2d<2> (when fuses_relu_pool), training mode: writes the pool's
   /// output and keeps each window's argmax for backward_relu_pool.
-  template <class G, class PG>
-  static void forward_train_relu_pool(CpuContext& ctx, const float* x, const float* gamma, const float* beta,
-                                      float* pooled, std::size_t batch, float eps, workspace<G, float>& ws) {
+  template <class G, class PG, class T>
+  static void forward_train_relu_pool(CpuContext& ctx, const T* x, const float* gamma, const float* beta, T* pooled,
+                                      std::size_t batch, float eps, workspace<G, T>& ws) {
     start_training<G>(batch, ws);
     if (ws.window.size() < batch * PG::out_size) ws.window.resize(batch * PG::out_size);
     each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
@@ -394,10 +404,10 @@ struct ops::BatchNormKernels<Cpu> {
     });
   }
   /// The same in evaluation mode (running statistics).
-  template <class G, class PG, class S>
-  static void forward_eval_relu_pool(CpuContext& ctx, const float* x, const float* gamma, const float* beta,
-                                     const S* running_mean, const S* running_var, float* pooled, std::size_t batch,
-                                     float eps, workspace<G, float>& ws) {
+  template <class G, class PG, class T, class S>
+  static void forward_eval_relu_pool(CpuContext& ctx, const T* x, const float* gamma, const float* beta,
+                                     const S* running_mean, const S* running_var, T* pooled, std::size_t batch,
+                                     float eps, workspace<G, T>& ws) {
     ws.reserve(batch);
     if (ws.window.size() < batch * PG::out_size) ws.window.resize(batch * PG::out_size);
     running_statistics<G>(running_mean, running_var, eps, ws);
@@ -411,10 +421,10 @@ struct ops::BatchNormKernels<Cpu> {
   /// pooled value is > 0, 0 elsewhere: the sums visit only the argmax positions, in the lanes
   /// and order backward() uses for them (the other positions add zeros there), so the result is
   /// bitwise the unfused one.
-  template <class G, class PG>
-  static void backward_relu_pool(CpuContext& ctx, bool training, const float* x, const float* gamma, const float* dpool,
-                                 const float* pooled, float* dx, float* dgamma, float* dbeta, std::size_t batch,
-                                 bool accumulate, workspace<G, float>& ws) {
+  template <class G, class PG, class T>
+  static void backward_relu_pool(CpuContext& ctx, bool training, const T* x, const float* gamma, const T* dpool,
+                                 const T* pooled, T* dx, float* dgamma, float* dbeta, std::size_t batch,
+                                 bool accumulate, workspace<G, T>& ws) {
     const Isa isa = cpu::active_isa();
     const std::size_t lanes = 2 * cpu::detail::bn_lanes(isa);
     constexpr std::size_t pw = PG::out_w, cells = PG::out_h * PG::out_w;
@@ -427,14 +437,14 @@ struct ops::BatchNormKernels<Cpu> {
       for (std::size_t i = 0; i < cells; ++i) {
         const std::uint8_t a = window[base + i];
         f((2 * (i / pw) + (a >> 1)) * PG::in_w + 2 * (i % pw) + (a & 1),
-          pooled[base + i] > 0.f ? dpool[base + i] : 0.f);
+          cpu::to_float(pooled[base + i]) > 0.f ? cpu::to_float(dpool[base + i]) : 0.f);
       }
     };
     each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
       std::fill(ws.sums.data() + c0 * 32, ws.sums.data() + c1 * 32, 0.0);
       for (std::size_t n = 0; n < batch; ++n)
         for (std::size_t c = c0; c < c1; ++c) {
-          const float* xp = x + n * G::size + c * G::plane;
+          const float* xp = plane<G>(x + n * G::size + c * G::plane, 0);
           double* acc = ws.sums.data() + c * 32;
           each(n, c, [&](std::size_t pos, float g) {
             const std::size_t l = pos & (lanes - 1); // lanes is a power of two
@@ -447,10 +457,12 @@ struct ops::BatchNormKernels<Cpu> {
       for (std::size_t n = 0; n < batch; ++n)
         for (std::size_t c = c0; c < c1; ++c) {
           const DxCoefficients k = dx_coefficients<G>(training, batch, c, gamma, ws);
-          const float* __restrict xp = x + n * G::size + c * G::plane;
-          float* __restrict out = dx + n * G::size + c * G::plane;
+          const std::size_t at = n * G::size + c * G::plane;
+          const float* __restrict xp = plane<G>(x + at, 0);
+          float* __restrict out = staging<G>(dx + at);
           for (std::size_t i = 0; i < G::plane; ++i) out[i] = (0.f - k.mean_dy - (xp[i] - k.mu) * k.k) * k.scale;
           each(n, c, [&](std::size_t pos, float g) { out[pos] = (g - k.mean_dy - (xp[pos] - k.mu) * k.k) * k.scale; });
+          unstage<G>(isa, out, dx + at);
         }
     });
   }
@@ -487,13 +499,13 @@ struct ops::BatchNormKernels<Cpu> {
   static void batch_statistics(const T* x, std::size_t batch, std::size_t c0, std::size_t c1, float eps,
                                workspace<G, T>& ws) {
     const double m = double(batch * G::plane);
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (float_path<T>) {
       // One pass: sum and sum of squares in double (no cancellation worth the name for float data).
       const Isa isa = cpu::active_isa();
       std::fill(ws.sums.data() + c0 * 32, ws.sums.data() + c1 * 32, 0.0);
       for (std::size_t n = 0; n < batch; ++n)
         for (std::size_t c = c0; c < c1; ++c)
-          cpu::detail::moments(isa, x + n * G::size + c * G::plane, G::plane, ws.sums.data() + c * 32);
+          cpu::detail::moments(isa, plane<G>(x + n * G::size + c * G::plane, 0), G::plane, ws.sums.data() + c * 32);
       for (std::size_t c = c0; c < c1; ++c) {
         double sum, sq;
         cpu::detail::lane_totals(ws.sums.data() + c * 32, cpu::detail::bn_lanes(isa), sum, sq);
@@ -515,11 +527,12 @@ struct ops::BatchNormKernels<Cpu> {
 
   /// dgamma, dbeta of channel c from its lane sums (float path) or LaneSums (double path).
   template <class G, class T>
-  static void finish_grad_sums(Isa isa, std::size_t c, const T* gamma, T* dgamma, T* dbeta, bool accumulate,
-                               workspace<G, T>& ws) {
+  static void finish_grad_sums(Isa isa, std::size_t c, const accumulator_t<T>* gamma, accumulator_t<T>* dgamma,
+                               accumulator_t<T>* dbeta, bool accumulate, workspace<G, T>& ws) {
+    using A = accumulator_t<T>;
     (void)gamma;
     double sum_dy, sum_dy_xhat;
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (float_path<T>) {
       double sum_dy_x;
       cpu::detail::lane_totals(ws.sums.data() + c * 32, cpu::detail::bn_lanes(isa), sum_dy, sum_dy_x);
       sum_dy_xhat = (sum_dy_x - ws.mean[c] * sum_dy) * ws.invstd[c];
@@ -530,17 +543,17 @@ struct ops::BatchNormKernels<Cpu> {
       sum_dy = ws.lane_sums[2 * c].total();
       sum_dy_xhat = ws.lane_sums[2 * c + 1].total();
     }
-    dgamma[c] = T(accumulate ? double(dgamma[c]) + sum_dy_xhat : sum_dy_xhat);
-    dbeta[c] = T(accumulate ? double(dbeta[c]) + sum_dy : sum_dy);
+    dgamma[c] = A(accumulate ? double(dgamma[c]) + sum_dy_xhat : sum_dy_xhat);
+    dbeta[c] = A(accumulate ? double(dbeta[c]) + sum_dy : sum_dy);
   }
 
   struct DxCoefficients {
     float scale, mean_dy, k, mu;
   };
   /// dx = (dy - mean_dy - (x - mu) * k) * scale for channel c (float path).
-  template <class G>
+  template <class G, class T>
   static DxCoefficients dx_coefficients(bool training, std::size_t batch, std::size_t c, const float* gamma,
-                                        const workspace<G, float>& ws) {
+                                        const workspace<G, T>& ws) {
     const double m = double(batch * G::plane), invstd = ws.invstd[c];
     const double sum_dy = ws.sums[c * 32], sum_dy_xhat = ws.sums[c * 32 + 1];
     return {float(invstd * double(gamma[c])), training ? float(sum_dy / m) : 0.f,
@@ -550,39 +563,74 @@ struct ops::BatchNormKernels<Cpu> {
   /// y = x * scale + shift for plane (n, c), scale and shift folded per channel (as PyTorch's
   /// CPU kernel); then the ReLU layer's rule when `relu`.
   template <class G, class T>
-  static void normalize_plane(const T* x, T* y, std::size_t n, std::size_t c, double mean, double invstd, T gamma,
-                              T beta, bool relu) {
+  static void normalize_plane(const T* x, T* y, std::size_t n, std::size_t c, double mean, double invstd,
+                              accumulator_t<T> gamma, accumulator_t<T> beta, bool relu) {
     using A = accumulator_t<T>;
     const A scale = A(invstd * double(gamma));
     const A shift = A(double(beta) - mean * invstd * double(gamma));
-    const T* __restrict p = x + n * G::size + c * G::plane;
-    T* __restrict q = y + n * G::size + c * G::plane;
-    if constexpr (std::is_same_v<T, float>) {
-      cpu::detail::normalize(cpu::active_isa(), p, q, G::plane, scale, shift, relu);
-    } else if (relu) {
-      for (std::size_t i = 0; i < G::plane; ++i) {
-        const T v = T(A(p[i]) * scale + shift);
-        q[i] = v > T(0) ? v : T(0); // exactly the ReLU layer's rule
-      }
+    const std::size_t at = n * G::size + c * G::plane;
+    if constexpr (float_path<T>) {
+      const Isa isa = cpu::active_isa();
+      float* out = staging<G>(y + at);
+      cpu::detail::normalize(isa, plane<G>(x + at, 0), out, G::plane, scale, shift, relu);
+      unstage<G>(isa, out, y + at);
     } else {
-      for (std::size_t i = 0; i < G::plane; ++i) q[i] = T(A(p[i]) * scale + shift);
+      const T* __restrict p = x + at;
+      T* __restrict q = y + at;
+      if (relu) {
+        for (std::size_t i = 0; i < G::plane; ++i) {
+          const T v = T(A(p[i]) * scale + shift);
+          q[i] = v > T(0) ? v : T(0); // exactly the ReLU layer's rule
+        }
+      } else {
+        for (std::size_t i = 0; i < G::plane; ++i) q[i] = T(A(p[i]) * scale + shift);
+      }
     }
   }
 
+  /// One (C, H, W) plane of T as floats: the plane itself for float, else converted into
+  /// per-thread scratch `slot`.
+  template <class G, class T>
+  static const float* plane(const T* p, int slot) {
+    if constexpr (std::is_same_v<T, float>) {
+      return p;
+    } else {
+      float* out = cpu::convert_scratch(slot, G::plane);
+      cpu::load_floats(cpu::active_isa(), p, out, G::plane);
+      return out;
+    }
+  }
+  /// Where a plane bound for `dst` is computed: dst itself for float, else scratch slot 3.
+  template <class G, class T>
+  static float* staging(T* dst) {
+    if constexpr (std::is_same_v<T, float>)
+      return dst;
+    else
+      return cpu::convert_scratch(3, G::plane);
+  }
+  template <class G, class T>
+  static void unstage(Isa isa, const float* src, T* dst) {
+    if constexpr (!std::is_same_v<T, float>) cpu::store_floats(isa, src, dst, G::plane);
+  }
+
   /// Channels [c0, c1) normalised, ReLU'd and 2x2-pooled, sample by sample.
-  template <class G, class PG>
-  static void normalize_relu_pool(const float* x, float* pooled, std::size_t batch, std::size_t c0, std::size_t c1,
-                                  const float* gamma, const float* beta, workspace<G, float>& ws) {
+  template <class G, class PG, class T>
+  static void normalize_relu_pool(const T* x, T* pooled, std::size_t batch, std::size_t c0, std::size_t c1,
+                                  const float* gamma, const float* beta, workspace<G, T>& ws) {
     const Isa isa = cpu::active_isa();
     float* scratch = cpu::detail::plane_scratch(G::plane);
+    constexpr std::size_t cells = PG::out_h * PG::out_w;
     for (std::size_t n = 0; n < batch; ++n)
       for (std::size_t c = c0; c < c1; ++c) {
         const double invstd = ws.invstd[c], mean = ws.mean[c];
         const float scale = float(invstd * double(gamma[c]));
         const float shift = float(double(beta[c]) - mean * invstd * double(gamma[c]));
-        const std::size_t out = (n * PG::channels + c) * PG::out_h * PG::out_w;
-        cpu::detail::normalize_relu_pool(isa, x + n * G::size + c * G::plane, PG::in_h, PG::in_w, scale, shift, scratch,
-                                         pooled + out, ws.window.data() + out);
+        const std::size_t out = (n * PG::channels + c) * cells;
+        float* pooled_f =
+            std::is_same_v<T, float> ? reinterpret_cast<float*>(pooled + out) : cpu::convert_scratch(3, cells);
+        cpu::detail::normalize_relu_pool(isa, plane<G>(x + n * G::size + c * G::plane, 0), PG::in_h, PG::in_w, scale,
+                                         shift, scratch, pooled_f, ws.window.data() + out);
+        if constexpr (!std::is_same_v<T, float>) cpu::store_floats(isa, pooled_f, pooled + out, cells);
       }
   }
 };

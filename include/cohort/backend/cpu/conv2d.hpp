@@ -15,8 +15,10 @@
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/cpu/conv2d_direct.hpp"
 #include "cohort/backend/cpu/conv2d_dy.hpp"
+#include "cohort/backend/cpu/convert.hpp"
 #include "cohort/backend/cpu/gemm.hpp"
 #include "cohort/backend/ops.hpp"
+#include "cohort/core/dtype.hpp"
 
 namespace cohort {
 namespace cpu {
@@ -106,13 +108,15 @@ struct ops::Conv2dKernels<Cpu> {
   template <class G, class T>
   struct workspace {
     HostBuffer<float> packed, packed_t; // weights for forward and for dX
+    HostBuffer<float> bias;             // the bias in float (16-bit storage types)
     HostBuffer<std::uint8_t> window;    // fused pool: argmax of each window (2*down + right)
     void reserve(std::size_t) noexcept {}
   };
 
-  /// The direct path runs stride-1 float convolutions; the im2col path everything else.
+  /// The direct path runs stride-1 convolutions of float and of the 16-bit storage types (those
+  /// converted at the edges, float inside); the im2col path everything else.
   template <class G, class T>
-  static constexpr bool use_direct = std::is_same_v<T, float>&& cpu::direct::applicable<G>;
+  static constexpr bool use_direct = (std::is_same_v<T, float> || cpu::is_half_type<T>)&&cpu::direct::applicable<G>;
   /// A following ReLU can be applied inside the kernels (the executor then skips it).
   template <class G, class T>
   static constexpr bool fuses_relu = use_direct<G, T>;
@@ -128,62 +132,104 @@ struct ops::Conv2dKernels<Cpu> {
                       bool relu = false) {
     if constexpr (use_direct<G, T>)
       direct_forward<G>(ctx, x, w, b, y, batch, ws, relu);
+    else if constexpr (cpu::is_half_type<T>)
+      via_float_forward<G>(ctx, x, w, b, y, batch);
     else
       im2col_forward<G>(ctx, x, w, b, y, batch);
   }
 
-  /// `relu_y`: the output of a fused ReLU (dy is then that ReLU's output gradient).
+  /// `relu_y`: the output of a fused ReLU (dy is then that ReLU's output gradient). dw and db
+  /// are in the accumulator type (float for the 16-bit storage types).
   template <class G, class T>
-  static void backward(CpuContext& ctx, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, std::size_t batch,
-                       bool accumulate, workspace<G, T>& ws, const T* relu_y = nullptr) {
+  static void backward(CpuContext& ctx, const T* x, const T* w, const T* dy, T* dx, accumulator_t<T>* dw,
+                       accumulator_t<T>* db, std::size_t batch, bool accumulate, workspace<G, T>& ws,
+                       const T* relu_y = nullptr) {
     if constexpr (use_direct<G, T>)
-      direct_backward<G>(ctx, x, w, cpu::direct::PlainDy<G>{dy, relu_y}, dx, dw, db, batch, accumulate, ws);
+      direct_backward<G>(ctx, x, w, cpu::direct::PlainDy<G, T>{dy, relu_y}, dx, dw, db, batch, accumulate, ws);
+    else if constexpr (cpu::is_half_type<T>)
+      via_float_backward<G>(ctx, x, w, dy, dx, dw, db, batch, accumulate);
     else
       im2col_backward<G>(ctx, x, w, dy, dx, dw, db, batch, accumulate);
   }
 
   /// Conv2d -> ReLU -> MaxPool2d<2> (when fuses_relu_pool): writes the pool's output (batch,
   /// PG::out_size) and keeps each window's argmax for backward_relu_pool.
-  template <class G, class PG>
-  static void forward_relu_pool(CpuContext& ctx, const float* x, const float* w, const float* b, float* pooled,
-                                std::size_t batch, workspace<G, float>& ws) {
-    static_assert(fuses_relu_pool<G, PG, float>, "Conv2dKernels<Cpu>: this convolution and pool cannot be fused");
+  template <class G, class PG, class T>
+  static void forward_relu_pool(CpuContext& ctx, const T* x, const T* w, const T* b, T* pooled, std::size_t batch,
+                                workspace<G, T>& ws) {
+    static_assert(fuses_relu_pool<G, PG, T>, "Conv2dKernels<Cpu>: this convolution and pool cannot be fused");
     const Isa isa = cpu::active_isa();
     cpu::direct::pack_for<G, G>(isa, w, ws.packed, false);
     if (ws.window.size() < batch * PG::out_size) ws.window.resize(batch * PG::out_size);
     std::uint8_t* window = ws.window.data();
     run_groups<G>(
-        ctx, isa, batch, cpu::direct::forward_rows<G>(isa), ws.packed.data(), b,
-        [&](std::size_t n, float* xt) { cpu::direct::pad_sample<G>(x + n * G::in_size, xt); },
+        ctx, isa, batch, cpu::direct::forward_rows<G>(isa), ws.packed.data(), float_bias<G>(isa, b, ws),
+        [&](std::size_t n, float* xt) { cpu::direct::pad_sample<G>(sample(x, n, G::in_size), xt); },
         [&](std::size_t n, const float* wide) {
-          cpu::direct::pool_wide_dispatch<G>(isa, wide, pooled + n * PG::out_size, window + n * PG::out_size);
+          float* out = staging<T>(pooled + n * PG::out_size, PG::out_size);
+          cpu::direct::pool_wide_dispatch<G>(isa, wide, out, window + n * PG::out_size);
+          unstage(isa, out, pooled + n * PG::out_size, PG::out_size);
         });
   }
 
   /// Backward of forward_relu_pool: `dpool` is the gradient of the pool's output, `pooled` that
   /// output.
-  template <class G, class PG>
-  static void backward_relu_pool(CpuContext& ctx, const float* x, const float* w, const float* dpool,
-                                 const float* pooled, float* dx, float* dw, float* db, std::size_t batch,
-                                 bool accumulate, workspace<G, float>& ws) {
-    static_assert(fuses_relu_pool<G, PG, float>, "Conv2dKernels<Cpu>: this convolution and pool cannot be fused");
-    direct_backward<G>(ctx, x, w, cpu::direct::PooledDy<G>{dpool, pooled, ws.window.data()}, dx, dw, db, batch,
+  template <class G, class PG, class T>
+  static void backward_relu_pool(CpuContext& ctx, const T* x, const T* w, const T* dpool, const T* pooled, T* dx,
+                                 accumulator_t<T>* dw, accumulator_t<T>* db, std::size_t batch, bool accumulate,
+                                 workspace<G, T>& ws) {
+    static_assert(fuses_relu_pool<G, PG, T>, "Conv2dKernels<Cpu>: this convolution and pool cannot be fused");
+    direct_backward<G>(ctx, x, w, cpu::direct::PooledDy<G, T>{dpool, pooled, ws.window.data()}, dx, dw, db, batch,
                        accumulate, ws);
   }
 
  private:
-  // ---- direct path: stride 1, float ------------------------------------------------------------
+  // ---- conversions at the edges of the direct path (16-bit storage types) -----------------------
 
-  template <class G>
-  static void direct_forward(CpuContext& ctx, const float* x, const float* w, const float* b, float* y,
-                             std::size_t batch, workspace<G, float>& ws, bool relu) {
+  /// Sample n of a (batch, size) tensor as floats (per-thread scratch slot 2 unless float).
+  template <class T>
+  static const float* sample(const T* p, std::size_t n, std::size_t size) {
+    return cpu::direct::as_floats(p + n * size, size, 2);
+  }
+  /// Where a kernel writes `n` floats that end up in `dst`: dst itself for float, else scratch.
+  template <class T>
+  static float* staging(T* dst, std::size_t n) {
+    if constexpr (std::is_same_v<T, float>)
+      return dst;
+    else
+      return cpu::convert_scratch(3, n);
+  }
+  template <class T>
+  static void unstage(Isa isa, const float* src, T* dst, std::size_t n) {
+    if constexpr (!std::is_same_v<T, float>) cpu::store_floats(isa, src, dst, n);
+  }
+  template <class G, class T>
+  static const float* float_bias(Isa isa, const T* b, workspace<G, T>& ws) {
+    if constexpr (std::is_same_v<T, float>) {
+      return b;
+    } else {
+      ws.bias.resize(G::out_channels);
+      cpu::load_floats(isa, b, ws.bias.data(), G::out_channels);
+      return ws.bias.data();
+    }
+  }
+
+  // ---- direct path: stride 1, float inside -----------------------------------------------------
+
+  template <class G, class T>
+  static void direct_forward(CpuContext& ctx, const T* x, const T* w, const T* b, T* y, std::size_t batch,
+                             workspace<G, T>& ws, bool relu) {
     using V = cpu::direct::Wide<G>;
     const Isa isa = cpu::active_isa();
     cpu::direct::pack_for<G, G>(isa, w, ws.packed, false);
     run_groups<G>(
-        ctx, isa, batch, cpu::direct::forward_rows<G>(isa), ws.packed.data(), b,
-        [&](std::size_t n, float* xt) { cpu::direct::pad_sample<G>(x + n * G::in_size, xt); },
-        [&](std::size_t n, const float* wide) { cpu::direct::unwiden<G>(wide, y + n * G::out_size, V::cout, relu); });
+        ctx, isa, batch, cpu::direct::forward_rows<G>(isa), ws.packed.data(), float_bias<G>(isa, b, ws),
+        [&](std::size_t n, float* xt) { cpu::direct::pad_sample<G>(sample(x, n, G::in_size), xt); },
+        [&](std::size_t n, const float* wide) {
+          float* out = staging<T>(y + n * G::out_size, G::out_size);
+          cpu::direct::unwiden<G>(wide, out, V::cout, relu);
+          unstage(isa, out, y + n * G::out_size, G::out_size);
+        });
   }
 
   /// Runs the direct forward kernel of Gk over `batch` samples in groups of forward_group<Gk>,
@@ -213,9 +259,9 @@ struct ops::Conv2dKernels<Cpu> {
   }
 
   /// dW, db and (when dx) dX of a direct convolution, dY coming from `dy` (PlainDy or PooledDy).
-  template <class G, class Source>
-  static void direct_backward(CpuContext& ctx, const float* x, const float* w, const Source& dy, float* dx, float* dw,
-                              float* db, std::size_t batch, bool accumulate, workspace<G, float>& ws) {
+  template <class G, class T, class Source>
+  static void direct_backward(CpuContext& ctx, const T* x, const T* w, const Source& dy, T* dx, float* dw, float* db,
+                              std::size_t batch, bool accumulate, workspace<G, T>& ws) {
     const Isa isa = cpu::active_isa();
     if constexpr (cpu::direct::channel_weight_grad<G>)
       channel_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate);
@@ -229,12 +275,16 @@ struct ops::Conv2dKernels<Cpu> {
     run_groups<Gt>(
         ctx, isa, batch, cpu::direct::forward_rows<Gt>(isa), ws.packed_t.data(), nullptr,
         [&](std::size_t n, float* padded_dy) { dy.padded(n, padded_dy); },
-        [&](std::size_t n, const float* wide) { cpu::direct::unwiden<Gt>(wide, dx + n * G::in_size, Vt::cout); });
+        [&](std::size_t n, const float* wide) {
+          float* out = staging<T>(dx + n * G::in_size, G::in_size);
+          cpu::direct::unwiden<Gt>(wide, out, Vt::cout);
+          unstage(isa, out, dx + n * G::in_size, G::in_size);
+        });
   }
 
   /// dW and db through (patch x channel) tiles over dY transposed to (position, channel).
-  template <class G, class Source>
-  static void tiled_weight_grad(CpuContext& ctx, Isa isa, const float* x, const Source& dy, float* dw, float* db,
+  template <class G, class T, class Source>
+  static void tiled_weight_grad(CpuContext& ctx, Isa isa, const T* x, const Source& dy, float* dw, float* db,
                                 std::size_t batch, bool accumulate) {
     using V = cpu::direct::Wide<G>;
     ThreadPool& pool = ctx.threads();
@@ -250,7 +300,7 @@ struct ops::Conv2dKernels<Cpu> {
     // order), then the samples are summed in order below.
     pool.parallel_for(batch, 1, [&, isa](std::size_t lo, std::size_t hi) {
       for (std::size_t n = lo; n < hi; ++n) {
-        cpu::direct::pad_sample<G>(x + n * G::in_size, padded + n * V::cin * V::plane);
+        cpu::direct::pad_sample<G>(sample(x, n, G::in_size), padded + n * V::cin * V::plane);
         float* dyt_n = dyt + n * valid * shape.padded_cout;
         dy.transposed(n, dyt_n, shape.padded_cout);
         cpu::direct::bias_grad(isa, dyt_n, valid, shape.padded_cout, shape.padded_cout, db_n + n * shape.padded_cout,
@@ -298,14 +348,14 @@ struct ops::Conv2dKernels<Cpu> {
 
   /// dW and db of a one-channel, small-kernel convolution: per output channel (split between
   /// threads), position-vectorised over all samples; lanes summed in order at the end.
-  template <class G, class Source>
-  static void channel_weight_grad(CpuContext& ctx, Isa isa, const float* x, const Source& dy, float* dw, float* db,
+  template <class G, class T, class Source>
+  static void channel_weight_grad(CpuContext& ctx, Isa isa, const T* x, const Source& dy, float* dw, float* db,
                                   std::size_t batch, bool accumulate) {
     using V = cpu::direct::Wide<G>;
     ThreadPool& pool = ctx.threads();
     float* padded = cpu::detail::transient(0, batch * V::plane);
     pool.parallel_for(batch, 1, [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t n = lo; n < hi; ++n) cpu::direct::pad_sample<G>(x + n * G::in_size, padded + n * V::plane);
+      for (std::size_t n = lo; n < hi; ++n) cpu::direct::pad_sample<G>(sample(x, n, G::in_size), padded + n * V::plane);
     });
     constexpr std::size_t block = 16, taps = V::taps; // samples per kernel call
     const std::size_t lanes = std::size_t(cpu::direct::width(isa));
@@ -388,6 +438,37 @@ struct ops::Conv2dKernels<Cpu> {
         cpu::col2im_add<G>(dcol, dxn);
       }
     });
+  }
+
+  // ---- 16-bit storage without a direct path (stride > 1): through float copies -----------------
+
+  /// Converts to float, runs the float im2col path, converts back. Rare layers only: the batch
+  /// is copied twice.
+  template <class G, class T>
+  static void via_float_forward(CpuContext& ctx, const T* x, const T* w, const T* b, T* y, std::size_t batch) {
+    const Isa isa = cpu::active_isa();
+    float* xf = cpu::detail::transient(0, batch * G::in_size);
+    float* yf = cpu::detail::transient(1, batch * G::out_size);
+    float* wf = cpu::detail::transient(2, G::out_channels * G::patch + G::out_channels);
+    cpu::load_floats(isa, x, xf, batch * G::in_size);
+    cpu::load_floats(isa, w, wf, G::out_channels * G::patch);
+    cpu::load_floats(isa, b, wf + G::out_channels * G::patch, G::out_channels);
+    im2col_forward<G>(ctx, xf, wf, wf + G::out_channels * G::patch, yf, batch);
+    cpu::store_floats(isa, yf, y, batch * G::out_size);
+  }
+  template <class G, class T>
+  static void via_float_backward(CpuContext& ctx, const T* x, const T* w, const T* dy, T* dx, float* dw, float* db,
+                                 std::size_t batch, bool accumulate) {
+    const Isa isa = cpu::active_isa();
+    float* xf = cpu::detail::transient(0, batch * (G::in_size + G::out_size));
+    float* dyf = xf + batch * G::in_size;
+    float* wf = cpu::detail::transient(2, G::out_channels * G::patch);
+    float* dxf = dx ? cpu::detail::transient(1, batch * G::in_size) : nullptr;
+    cpu::load_floats(isa, x, xf, batch * G::in_size);
+    cpu::load_floats(isa, dy, dyf, batch * G::out_size);
+    cpu::load_floats(isa, w, wf, G::out_channels * G::patch);
+    im2col_backward<G>(ctx, xf, wf, dyf, dxf, dw, db, batch, accumulate);
+    if (dx) cpu::store_floats(isa, dxf, dx, batch * G::in_size);
   }
 };
 

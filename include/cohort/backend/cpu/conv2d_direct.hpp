@@ -107,8 +107,8 @@ struct ForwardTile {
 
 /// Packs W (out, in, K, K) into blocks of MR output channels: [block][c][tap][r], zero-padded.
 /// `transpose_rotate` packs the weights of the dX convolution instead: W'[c][o][K-1-kh][K-1-kw].
-template <class G, std::size_t MR>
-void pack_weights(const float* __restrict w, float* __restrict out, bool transpose_rotate) {
+template <class G, std::size_t MR, class T = float>
+void pack_weights(const T* __restrict w, float* __restrict out, bool transpose_rotate) {
   constexpr std::size_t K = G::kernel, taps = K * K;
   const std::size_t rows = transpose_rotate ? G::in_channels : G::out_channels;
   const std::size_t depth = transpose_rotate ? G::out_channels : G::in_channels;
@@ -120,8 +120,8 @@ void pack_weights(const float* __restrict w, float* __restrict out, bool transpo
           const std::size_t row = b * MR + r;
           float v = 0.f;
           if (row < rows) {
-            v = transpose_rotate ? w[((c * G::in_channels + row) * taps) + (taps - 1 - t)]
-                                 : w[(row * G::in_channels + c) * taps + t];
+            v = float(transpose_rotate ? w[((c * G::in_channels + row) * taps) + (taps - 1 - t)]
+                                       : w[(row * G::in_channels + c) * taps + t]);
           }
           out[((b * depth + c) * taps + t) * MR + r] = v;
         }
@@ -524,8 +524,8 @@ std::size_t forward_rows(Isa isa) noexcept {
 
 /// Packs the weights of G for the forward kernel of Gk on an instruction set: Gk = G for the
 /// forward pass, Gk = transposed_geometry<G> with `transpose_rotate` for dX.
-template <class G, class Gk>
-void pack_for(Isa isa, const float* w, HostBuffer<float>& out, bool transpose_rotate) {
+template <class G, class Gk, class T>
+void pack_for(Isa isa, const T* w, HostBuffer<float>& out, bool transpose_rotate) {
   out.resize(forward_rows<Gk>(isa) * Gk::in_channels * Gk::kernel * Gk::kernel);
   if (isa == Isa::avx512)
     pack_weights<G, ForwardTile<16, Gk>::mr>(w, out.data(), transpose_rotate);

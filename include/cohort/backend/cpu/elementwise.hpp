@@ -9,6 +9,7 @@
 
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/ops.hpp"
+#include "cohort/core/dtype.hpp"
 #include "cohort/core/random.hpp"
 
 namespace cohort {
@@ -31,7 +32,7 @@ struct ops::ElementwiseKernels<Cpu> {
     ctx.threads().parallel_for(n, grain, [x, y](std::size_t lo, std::size_t hi) {
       const T* __restrict in = x;
       T* __restrict out = y;
-      for (std::size_t i = lo; i < hi; ++i) out[i] = in[i] > T(0) ? in[i] : T(0);
+      for (std::size_t i = lo; i < hi; ++i) out[i] = accumulator_t<T>(in[i]) > 0 ? in[i] : T(0);
     });
   }
   /// dx = dy where y > 0 (PyTorch's threshold_backward on the output).
@@ -41,35 +42,40 @@ struct ops::ElementwiseKernels<Cpu> {
       const T* __restrict out = y;
       const T* __restrict g = dy;
       T* __restrict d = dx;
-      for (std::size_t i = lo; i < hi; ++i) d[i] = out[i] > T(0) ? g[i] : T(0);
+      for (std::size_t i = lo; i < hi; ++i) d[i] = accumulator_t<T>(out[i]) > 0 ? g[i] : T(0);
     });
   }
 
   /// For each unit u of `units` (an element, or a channel of `unit_size` elements): keep it when
   /// stream.uniform(index(u)) >= p, store the mask (0 or 1/(1-p)) and y = x * mask.
+  /// The mask is kept in the accumulator type (1/(1-p) is not exact in 16 bits); 16-bit
+  /// elements are multiplied in float.
   template <class T>
-  static void dropout_forward(CpuContext& ctx, RandomStream stream, GlobalUnits index, float p, const T* x, T* mask,
-                              T* y, std::size_t units, std::size_t unit_size) {
-    const T scale = T(1) / (T(1) - T(p));
+  static void dropout_forward(CpuContext& ctx, RandomStream stream, GlobalUnits index, float p, const T* x,
+                              accumulator_t<T>* mask, T* y, std::size_t units, std::size_t unit_size) {
+    using A = accumulator_t<T>;
+    const A scale = A(1) / (A(1) - A(p));
     // Each unit's number depends only on its index, so any split gives the same masks.
     ctx.threads().parallel_for(units, grain / unit_size + 1, [=](std::size_t lo, std::size_t hi) {
       for (std::size_t u = lo; u < hi; ++u) {
-        const T m = stream.uniform(index(u)) >= p ? scale : T(0);
+        const A m = stream.uniform(index(u)) >= p ? scale : A(0);
         mask[u] = m;
-        for (std::size_t j = 0; j < unit_size; ++j) y[u * unit_size + j] = x[u * unit_size + j] * m;
+        for (std::size_t j = 0; j < unit_size; ++j) y[u * unit_size + j] = T(A(x[u * unit_size + j]) * m);
       }
     });
   }
 
   /// y[u, j] = x[u, j] * mask[u]: a per-unit mask broadcast over `unit_size` elements.
   template <class T>
-  static void multiply(CpuContext& ctx, const T* x, const T* mask, T* y, std::size_t units, std::size_t unit_size) {
+  static void multiply(CpuContext& ctx, const T* x, const accumulator_t<T>* mask, T* y, std::size_t units,
+                       std::size_t unit_size) {
+    using A = accumulator_t<T>;
     ctx.threads().parallel_for(units, grain / unit_size + 1, [=](std::size_t lo, std::size_t hi) {
       const T* __restrict in = x;
-      const T* __restrict m = mask;
+      const A* __restrict m = mask;
       T* __restrict out = y;
       for (std::size_t u = lo; u < hi; ++u)
-        for (std::size_t j = 0; j < unit_size; ++j) out[u * unit_size + j] = in[u * unit_size + j] * m[u];
+        for (std::size_t j = 0; j < unit_size; ++j) out[u * unit_size + j] = T(A(in[u * unit_size + j]) * m[u]);
     });
   }
 };

@@ -10,8 +10,10 @@
 #include <type_traits>
 
 #include "cohort/backend/cpu/context.hpp"
+#include "cohort/backend/cpu/convert.hpp"
 #include "cohort/backend/cpu/simd.hpp"
 #include "cohort/backend/ops.hpp"
+#include "cohort/core/dtype.hpp"
 
 // Vector values cross (always-inlined) function boundaries here; GCC's note that their ABI
 // depends on -mavx* flags does not apply to code that is never called out of line.
@@ -85,14 +87,24 @@ struct ops::PoolKernels<Cpu> {
     ws.reserve(batch);
     std::uint32_t* arg = ws.argmax.data();
     ctx.threads().parallel_for(batch * G::channels, 16, [x, y, arg](std::size_t p0, std::size_t p1) {
-      if constexpr (two_by_two<G, T>) {
+      if constexpr (two_by_two<G, float> && (std::is_same_v<T, float> || cpu::is_half_type<T>)) {
         // Planes in chunks: one horizontal pass over a chunk's rows (pairs never straddle a row
-        // when the width is even), then the vertical pass row pair by row pair.
+        // when the width is even), then the vertical pass row pair by row pair. 16-bit storage
+        // goes through float copies of the chunk.
         constexpr std::size_t chunk = std::max<std::size_t>(1, 8192 / (G::in_h * G::in_w));
+        constexpr std::size_t in_plane = G::in_h * G::in_w, out_plane = G::out_h * G::out_w;
+        const Isa isa = cpu::active_isa();
         for (std::size_t q0 = p0; q0 < p1; q0 += chunk) {
-          const std::size_t q1 = std::min(p1, q0 + chunk);
-          forward_planes_2x2<G>(x + q0 * G::in_h * G::in_w, y + q0 * G::out_h * G::out_w,
-                                arg + q0 * G::out_h * G::out_w, q1 - q0);
+          const std::size_t q1 = std::min(p1, q0 + chunk), planes = q1 - q0;
+          if constexpr (std::is_same_v<T, float>) {
+            forward_planes_2x2<G>(x + q0 * in_plane, y + q0 * out_plane, arg + q0 * out_plane, planes);
+          } else {
+            float* xf = cpu::convert_scratch(0, planes * in_plane);
+            float* yf = cpu::convert_scratch(1, planes * out_plane);
+            cpu::load_floats(isa, x + q0 * in_plane, xf, planes * in_plane);
+            forward_planes_2x2<G>(xf, yf, arg + q0 * out_plane, planes);
+            cpu::store_floats(isa, yf, y + q0 * out_plane, planes * out_plane);
+          }
         }
       } else {
         for (std::size_t plane = p0; plane < p1; ++plane)
@@ -113,7 +125,12 @@ struct ops::PoolKernels<Cpu> {
       std::fill(d + p0 * in_plane, d + p1 * in_plane, T(0));
       for (std::size_t plane = p0; plane < p1; ++plane)
         for (std::size_t i = 0; i < out_plane; ++i)
-          d[plane * in_plane + a[plane * out_plane + i]] += g[plane * out_plane + i];
+          if constexpr (std::is_same_v<T, accumulator_t<T>>) {
+            d[plane * in_plane + a[plane * out_plane + i]] += g[plane * out_plane + i];
+          } else { // 16-bit storage: add in float (windows that overlap add more than once)
+            T& t = d[plane * in_plane + a[plane * out_plane + i]];
+            t = T(float(t) + float(g[plane * out_plane + i]));
+          }
     });
   }
 
@@ -158,21 +175,22 @@ struct ops::PoolKernels<Cpu> {
       for (std::size_t ow = 0; ow < G::out_w; ++ow) {
         const std::ptrdiff_t h0 = std::ptrdiff_t(oh * G::stride) - std::ptrdiff_t(G::padding);
         const std::ptrdiff_t w0 = std::ptrdiff_t(ow * G::stride) - std::ptrdiff_t(G::padding);
-        T best = -std::numeric_limits<T>::infinity();
+        using A = accumulator_t<T>;
+        A best = -std::numeric_limits<A>::infinity();
         std::uint32_t best_at = 0;
         bool first = true;
         for (std::ptrdiff_t h = std::max<std::ptrdiff_t>(h0, 0); h < std::min<std::ptrdiff_t>(h0 + G::kernel, G::in_h);
              ++h)
           for (std::ptrdiff_t w = std::max<std::ptrdiff_t>(w0, 0);
                w < std::min<std::ptrdiff_t>(w0 + G::kernel, G::in_w); ++w) {
-            const T v = in[h * G::in_w + w];
+            const A v = A(in[h * G::in_w + w]);
             if (first || cpu::detail::takes_max(v, best)) {
               best = v;
               best_at = std::uint32_t(h * G::in_w + w);
               first = false;
             }
           }
-        out[oh * G::out_w + ow] = best;
+        out[oh * G::out_w + ow] = T(best);
         idx[oh * G::out_w + ow] = best_at;
       }
   }

@@ -19,8 +19,8 @@ namespace cohort {
 
 template <>
 struct ops::SoftmaxKernels<Cpu> {
-  template <class T>
-  static void log_softmax_forward(CpuContext& ctx, const T* x, T* y, std::size_t rows, std::size_t cols) {
+  template <class T, class U>
+  static void log_softmax_forward(CpuContext& ctx, const T* x, U* y, std::size_t rows, std::size_t cols) {
     ctx.threads().parallel_for(rows, 4096 / cols + 1, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t r = lo; r < hi; ++r) log_softmax_row(x + r * cols, y + r * cols, cols);
     });
@@ -53,35 +53,37 @@ struct ops::SoftmaxKernels<Cpu> {
     return sum / double(rows);
   }
 
-  /// Fused log-softmax + NLL on raw scores; `logp` receives the log-probabilities.
-  template <class T>
+  /// Fused log-softmax + NLL on raw scores; `logp` receives the log-probabilities (in the
+  /// accumulator type: the loss is computed in float for 16-bit scores).
+  template <class T, class L>
   static double cross_entropy(CpuContext& ctx, const T* x, const std::int32_t* labels, std::size_t rows,
-                              std::size_t cols, T* logp, T* grad, double grad_scale) {
+                              std::size_t cols, L* logp, T* grad, double grad_scale) {
     log_softmax_forward(ctx, x, logp, rows, cols);
     double sum = 0;
     for (std::size_t r = 0; r < rows; ++r) sum -= double(logp[r * cols + std::size_t(labels[r])]);
     if (grad) {
       // d/dx = (softmax - onehot) / rows
-      const T s = T(grad_scale / double(rows));
+      using A = accumulator_t<T>;
+      const A s = A(grad_scale / double(rows));
       for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t c = 0; c < cols; ++c) {
-          const T p = std::exp(logp[r * cols + c]);
-          grad[r * cols + c] = (p - (std::size_t(labels[r]) == c ? T(1) : T(0))) * s;
+          const A p = std::exp(A(logp[r * cols + c]));
+          grad[r * cols + c] = T((p - (std::size_t(labels[r]) == c ? A(1) : A(0))) * s);
         }
     }
     return sum / double(rows);
   }
 
  private:
-  template <class T>
-  static void log_softmax_row(const T* x, T* y, std::size_t cols) {
+  template <class T, class U>
+  static void log_softmax_row(const T* x, U* y, std::size_t cols) {
     using A = accumulator_t<T>;
     A mx = -std::numeric_limits<A>::infinity();
     for (std::size_t c = 0; c < cols; ++c) mx = std::max(mx, A(x[c]));
     A sum = 0;
     for (std::size_t c = 0; c < cols; ++c) sum += std::exp(A(x[c]) - mx);
     const A lse = std::log(sum);
-    for (std::size_t c = 0; c < cols; ++c) y[c] = T(A(x[c]) - mx - lse);
+    for (std::size_t c = 0; c < cols; ++c) y[c] = U(A(x[c]) - mx - lse);
   }
 };
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cohort/backend/cpu.hpp"
+#include "cohort/backend/cpu/convert.hpp"
 #include "cohort/core/error.hpp"
 #include "cohort/layers/log_softmax.hpp"
 #include "cohort/loss/cross_entropy_loss.hpp"
@@ -29,23 +30,26 @@
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
 #include "cohort/parallel/policy.hpp"
+#include "cohort/precision/mixed_precision.hpp"
 #include "cohort/tensor/batch.hpp"
 #include "cohort/tensor/buffer.hpp"
 
 namespace cohort {
 
 /// The loss a network's output calls for: NllLoss after a final LogSoftmax (seed 000),
-/// CrossEntropyLoss on raw scores otherwise (seeds 001, 003).
-template <class Net>
+/// CrossEntropyLoss on raw scores otherwise (seeds 001, 003); T is the network's storage type.
+template <class Net, class T = float>
 using default_loss_t = std::conditional_t<
-    std::is_same_v<typename detail::at_t<Net::layer_count - 1, typename Net::layers>::layer, LogSoftmax>,
-    NllLoss<float>, CrossEntropyLoss<float>>;
+    std::is_same_v<typename detail::at_t<Net::layer_count - 1, typename Net::layers>::layer, LogSoftmax>, NllLoss<T>,
+    CrossEntropyLoss<T>>;
 
 /// What an engine is built with.
 struct EngineOptions {
   /// Seeds initialisation and dropout (every replica and rank uses the same).
   std::uint64_t seed = 0;
   DataParallelOptions parallel{};
+  /// fp16 loss scaling (MixedPrecision<fp16>).
+  LossScaleOptions loss_scale{};
   /// Settings every rank must share besides the network and the policies ("batch_size: 128"):
   /// ProcessGroupDDP compares them across ranks at start.
   std::vector<std::string> agreement{};
@@ -105,12 +109,14 @@ std::size_t count_correct(const float* y, std::span<const std::int32_t> labels) 
 }
 
 /// A network instance without parameters of its own: an executor, a gradient store, a loss and
-/// the CPU threads it computes on. Replicas share one Parameters; nothing is copied per step.
-template <class Net>
+/// the CPU threads it computes on, with storage type T (float, or a 16-bit type under mixed
+/// precision: inputs are converted, gradients stay float). Replicas share one set of
+/// parameters; nothing is copied per step.
+template <class Net, class T = float>
 class Replica {
  public:
-  using params_type = Parameters<Net, float, Cpu>;
-  using grads_type = Gradients<Net, float, Cpu>;
+  using params_type = Parameters<Net, T, Cpu>;
+  using grads_type = Gradients<Net, T, Cpu>;
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   /// `pool`: the threads this replica's kernels run on (one replica's pool is never used by two
@@ -118,28 +124,35 @@ class Replica {
   explicit Replica(ThreadPool& pool) : ctx_{&pool} { loss_.set_context(ctx_); }
 
   /// Forward, loss and backward on one (micro-)batch; parameter gradients are written into `g`
-  /// (added when `accumulate`), scaled by `grad_scale` (the batch's share of the global batch).
-  /// `hook(layer)` runs as each layer's gradients become final. Returns the batch's mean loss.
+  /// (added when `accumulate`), scaled by `grad_scale` (the batch's share of the global batch,
+  /// times the loss scale). `hook(layer)` runs as each layer's gradients become final.
+  /// `master`: the float master weights under mixed precision. Returns the batch's mean loss.
   template <class Hook = NoHook>
   double train(params_type& p, grads_type& g, input_view x, std::span<const std::int32_t> labels, const StepInfo& info,
-               double grad_scale, bool accumulate, Hook&& hook = {}) {
-    const auto y = exec_.forward(ctx_, info, p, x);
+               double grad_scale, bool accumulate, Hook&& hook = {}, const float* master = nullptr) {
+    const auto y = exec_.forward(ctx_, info, p, input(x), master);
     const double l = loss_.forward(y, labels, grad_scale);
-    exec_.backward(ctx_, p, g, loss_.backward(), {.accumulate = accumulate}, std::forward<Hook>(hook));
+    exec_.backward(ctx_, p, g, loss_.backward(), {.accumulate = accumulate}, std::forward<Hook>(hook), master);
     return l;
   }
 
   /// (correct predictions, summed loss) in evaluation mode.
   std::pair<std::size_t, double> evaluate(params_type& p, input_view x, std::span<const std::int32_t> labels,
-                                          std::uint64_t seed) {
+                                          std::uint64_t seed, const float* master = nullptr) {
     const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
-    const auto y = exec_.forward(ctx_, info, p, x);
+    const auto y = exec_.forward(ctx_, info, p, input(x), master);
     const double l = loss_.forward(y, labels);
-    return {count_correct<Net>(y.data(), labels), l * double(x.batch())};
+    if constexpr (std::is_same_v<T, float>) {
+      return {count_correct<Net>(y.data(), labels), l * double(x.batch())};
+    } else {
+      scores_.resize(y.size());
+      cpu::load_floats(cpu::active_isa(), y.data(), scores_.data(), y.size());
+      return {count_correct<Net>(scores_.data(), labels), l * double(x.batch())};
+    }
   }
 
   grads_type& gradients() noexcept { return grads_; }
-  Executor<Net, float, Cpu>& executor() noexcept { return exec_; }
+  Executor<Net, T, Cpu>& executor() noexcept { return exec_; }
   CpuContext& context() noexcept { return ctx_; }
 
   /// Room for one gathered micro-batch (deterministic chunks), reused across steps.
@@ -147,10 +160,23 @@ class Replica {
   std::vector<std::int32_t> chunk_labels;
 
  private:
+  /// The batch in the network's storage type (the float images converted for 16 bits).
+  ConstBatchView<typename Net::input_shape, T> input(input_view x) {
+    if constexpr (std::is_same_v<T, float>) {
+      return x;
+    } else {
+      input_.resize(std::max(input_.size(), x.size()));
+      cpu::store_floats(cpu::active_isa(), x.data(), input_.data(), x.size());
+      return {input_.data(), x.batch()};
+    }
+  }
+
   CpuContext ctx_;
-  Executor<Net, float, Cpu> exec_;
+  Executor<Net, T, Cpu> exec_;
   grads_type grads_;
-  default_loss_t<Net> loss_;
+  default_loss_t<Net, T> loss_;
+  HostBuffer<T> input_;      // 16-bit storage: the converted batch
+  HostBuffer<float> scores_; // 16-bit storage: evaluation scores in float
 };
 
 /// Copies samples first, first + stride, ... (count of them) of a batch into `x` and `labels`:

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// The engine of `ProcessGroupDDP<Mpi, Cpu>` + `FullPrecision` (see parallel/process_group_ddp.hpp).
+/// The engine of `ProcessGroupDDP<Mpi, Cpu>` with any precision policy (see
+/// parallel/process_group_ddp.hpp).
 /// Include it through <cohort/mpi.hpp>.
 ///
 /// Start-up: checks the launch environment against MPI, compares every rank's network,
@@ -40,6 +41,7 @@
 #include "cohort/parallel/signature.hpp"
 #include "cohort/precision/full_precision.hpp"
 #include "cohort/train/engine/engine.hpp"
+#include "cohort/train/engine/precision_state.hpp"
 
 namespace cohort::detail {
 
@@ -71,8 +73,10 @@ inline void check_launch_environment(const MpiCommunicator& comm) {
   }
 }
 
-template <class Net, class Opt>
-class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, FullPrecision, Net, Opt> {
+template <class Precision, class Net, class Opt>
+requires known_precision<Precision>
+class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
+    : public PrecisionHooks<TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>> {
  public:
   static constexpr bool distributed = true;
   using params_type = Parameters<Net, float, Cpu>;
@@ -82,12 +86,13 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, FullPrecision, Net, Opt> {
     MpiCommunicator::release(scatter_comm_);
     MpiCommunicator::release(gather_comm_);
   }
-  using grads_type = Gradients<Net, float, Cpu>;
+  using compute_type = typename PrecisionState<Precision, Net>::compute_type;
+  using grads_type = Gradients<Net, compute_type, Cpu>;
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   TrainEngine(Opt opt, const EngineOptions& o)
-      : o_(o.parallel), seed_(o.seed), comm_(o.parallel.timeout_s), replica_(ThreadPool::global()),
-        opt_(std::move(opt)) {
+      : o_(o.parallel), seed_(o.seed), comm_(o.parallel.timeout_s), params_(initialized(o.seed)),
+        prec_(params_, o.loss_scale), replica_(ThreadPool::global()), opt_(std::move(opt)) {
     rank_ = std::size_t(comm_.rank());
     world_ = std::size_t(comm_.size());
     scatter_comm_ = comm_.duplicate();
@@ -96,7 +101,6 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, FullPrecision, Net, Opt> {
     if (o_.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
     agree(o.agreement);
     check_chunks(o_, world_, "world size");
-    params_.initialize(seed_);
     broadcast_model("rank 0's initial parameters");
     buckets_ = plan_buckets<Net>(o_.bucket_kib * 1024);
     bucket_of_layer_.assign(Net::layer_count, npos);
@@ -132,12 +136,16 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, FullPrecision, Net, Opt> {
     finish_buckets();
     double loss = local / double(world_);
     comm_.allreduce_sum(&loss, 1, "the all-reduce of the loss");
-    opt_.step(params_.values.span(), std::span<const float>(grads_.values.data(), grads_.values.size()));
+    // Every rank holds the same summed gradients, so every rank takes the same overflow decision.
+    if (prec_.prepare_step(ThreadPool::global(), grads_.values.span())) {
+      opt_.step(params_.values.span(), std::span<const float>(grads_.values.data(), grads_.values.size()));
+      prec_.after_step(ThreadPool::global());
+    }
     return loss;
   }
 
   std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
-    return replica_.evaluate(params_, x, labels, seed_);
+    return replica_.evaluate(prec_.compute(), x, labels, seed_, prec_.master_values());
   }
 
   std::size_t rank() const noexcept { return rank_; }
@@ -147,21 +155,16 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, FullPrecision, Net, Opt> {
   Opt& optimizer() noexcept { return opt_; }
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
   MpiCommunicator& communicator() noexcept { return comm_; }
+  PrecisionState<Precision, Net>& precision() noexcept { return prec_; }
   const std::vector<GradientBucket>& buckets() const noexcept { return buckets_; }
 
   void barrier(const char* what) { comm_.barrier(what); }
   void sum(std::span<double> values, const char* what) {
     comm_.allreduce_sum(values.data(), values.size(), concat("the all-reduce of ", what));
   }
-  /// Rank 0's running statistics and counters to every rank.
-  void sync_buffers() {
-    if (params_.buffers.size())
-      comm_.broadcast(params_.buffers.data(), params_.buffers.size() * sizeof(params_.buffers[0]), 0,
-                      "the broadcast of rank 0's running statistics");
-    if (params_.counters.size())
-      comm_.broadcast(params_.counters.data(), params_.counters.size() * sizeof(std::int64_t), 0,
-                      "the broadcast of rank 0's counters");
-  }
+  /// Rank 0's running statistics and counters (the live ones: the compute parameters') to
+  /// every rank.
+  void sync_buffers() { broadcast_buffers(prec_.compute()); }
   /// Rank 0's error (if any), else its trainer state, parameters and optimiser state.
   template <class State>
   void share_from_root(std::string& error, State& state) {
@@ -192,7 +195,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, FullPrecision, Net, Opt> {
   void agree(const std::vector<std::string>& extra) {
     std::vector<std::string> lines = network_signature<Net>();
     lines.push_back("parallel: ProcessGroupDDP<Mpi>");
-    lines.push_back("precision: fp32");
+    lines.push_back(concat("precision: ", Precision::name));
     lines.push_back(concat("optimizer: ", Opt::name));
     lines.push_back(concat("deterministic: ", o_.deterministic ? "on" : "off", ", chunks ", o_.deterministic_chunks));
     lines.push_back(concat("bucket_kib: ", o_.bucket_kib));
@@ -212,9 +215,28 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, FullPrecision, Net, Opt> {
         " differ from rank 0; first difference: ", signature_difference(texts[0], texts[differ[0]], 0, differ[0])));
   }
 
+  template <class P>
+  void broadcast_buffers(P& p) {
+    if (p.buffers.size())
+      comm_.broadcast(p.buffers.data(), p.buffers.size() * sizeof(p.buffers[0]), 0,
+                      "the broadcast of rank 0's running statistics");
+    if (p.counters.size())
+      comm_.broadcast(p.counters.data(), p.counters.size() * sizeof(std::int64_t), 0,
+                      "the broadcast of rank 0's counters");
+  }
+
+  static params_type initialized(std::uint64_t seed) {
+    params_type p;
+    p.initialize(seed);
+    return p;
+  }
+
+  /// Rank 0's master parameters, running statistics and optimiser state to every rank; the
+  /// compute copy follows.
   void broadcast_model(const char* what) {
     comm_.broadcast(params_.values.data(), params_.values.size() * sizeof(float), 0, concat("the broadcast of ", what));
-    sync_buffers();
+    broadcast_buffers(params_);
+    prec_.after_load(ThreadPool::global());
     for (auto& slot : opt_.slots(params_.values.size()))
       comm_.broadcast(slot.values.data(), slot.values.size() * sizeof(float), 0,
                       concat("the broadcast of rank 0's optimiser state (", slot.name, ")"));
@@ -234,12 +256,15 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, FullPrecision, Net, Opt> {
 
   /// The rank's batch in one pass; buckets start from the backward hook on the last micro-batch.
   double step_rank(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
-    const double scale = 1.0 / (double(world_) * double(m.count));
+    const double scale = prec_.loss_factor() / (double(world_) * double(m.count));
     const StepInfo info = train_info(m, rank_, world_, rank_ == 0);
-    if (!m.last()) return replica_.train(params_, grads_, x, labels, info, scale, m.index > 0);
+    if (!m.last())
+      return replica_.train(prec_.compute(), grads_, x, labels, info, scale, m.index > 0, NoHook{},
+                            prec_.master_values());
     reset_buckets();
-    return replica_.train(params_, grads_, x, labels, info, scale, m.index > 0,
-                          [&](std::size_t layer) { layer_done(layer); });
+    return replica_.train(
+        prec_.compute(), grads_, x, labels, info, scale, m.index > 0, [&](std::size_t layer) { layer_done(layer); },
+        prec_.master_values());
   }
 
   /// Deterministic mode: this rank's chunks one by one, each into its own store.
@@ -260,12 +285,14 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, FullPrecision, Net, Opt> {
       const double share = double(count) / global;
       const StepInfo info = train_info(m, j, chunks, j == 0);
       const input_view chunk{replica_.chunk_x.data(), count};
+      const double scale = prec_.loss_factor() * share / double(m.count);
       if (m.last() && s + 1 == per_rank)
-        loss += share * replica_.train(params_, g, chunk, replica_.chunk_labels, info, share / double(m.count),
-                                       m.index > 0, [&](std::size_t layer) { layer_done(layer); });
+        loss += share * replica_.train(
+                            prec_.compute(), g, chunk, replica_.chunk_labels, info, scale, m.index > 0,
+                            [&](std::size_t layer) { layer_done(layer); }, prec_.master_values());
       else
-        loss += share *
-                replica_.train(params_, g, chunk, replica_.chunk_labels, info, share / double(m.count), m.index > 0);
+        loss += share * replica_.train(prec_.compute(), g, chunk, replica_.chunk_labels, info, scale, m.index > 0,
+                                       NoHook{}, prec_.master_values());
     }
     return loss * double(world_); // the rank's share of the global mean, as a local mean
   }
@@ -364,9 +391,10 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, FullPrecision, Net, Opt> {
   std::uint64_t seed_;
   MpiCommunicator comm_;
   std::size_t rank_ = 0, world_ = 1;
-  params_type params_;
+  params_type params_; // float master parameters
+  PrecisionState<Precision, Net> prec_;
   grads_type grads_;
-  Replica<Net> replica_;
+  Replica<Net, compute_type> replica_;
   Opt opt_;
   std::vector<GradientBucket> buckets_;
   std::vector<std::size_t> bucket_of_layer_;

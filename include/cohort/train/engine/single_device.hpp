@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The engine of `SingleDevice<Cpu>` + `FullPrecision`: one network, one optimiser.
+/// The engine of `SingleDevice<Cpu>`: one network instance, one optimiser, any precision policy.
 ///
 ///     cohort::Trainer<Net, cohort::Adam<>> trainer(cohort::Adam({.lr = 1e-3}));   // uses it
 
@@ -8,50 +8,62 @@
 #include <span>
 #include <utility>
 
-#include "cohort/network/network.hpp"
 #include "cohort/parallel/single_device.hpp"
-#include "cohort/precision/full_precision.hpp"
 #include "cohort/train/engine/engine.hpp"
+#include "cohort/train/engine/precision_state.hpp"
 
 namespace cohort::detail {
 
-template <class Net, class Opt>
-class TrainEngine<SingleDevice<Cpu>, FullPrecision, Net, Opt> : public LocalCollectives {
+template <class Precision, class Net, class Opt>
+requires known_precision<Precision>
+class TrainEngine<SingleDevice<Cpu>, Precision, Net, Opt>
+    : public LocalCollectives, public PrecisionHooks<TrainEngine<SingleDevice<Cpu>, Precision, Net, Opt>> {
  public:
-  using network_type = Network<Net, float, Cpu>;
+  using params_type = Parameters<Net, float, Cpu>;
+  using compute_type = typename PrecisionState<Precision, Net>::compute_type;
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
-  TrainEngine(Opt opt, const EngineOptions& o) : net_(o.seed), opt_(std::move(opt)) {}
+  TrainEngine(Opt opt, const EngineOptions& o)
+      : seed_(o.seed), master_(initialized(o.seed)), prec_(master_, o.loss_scale), replica_(ThreadPool::global()),
+        opt_(std::move(opt)) {}
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
-    net_.train();
-    net_.set_step(m.forward_pass);
+    const StepInfo info{.mode = Mode::train, .seed = seed_, .step = m.forward_pass};
     // Each micro-batch contributes its mean gradient / count: the step sees their average.
-    const double l = loss_.forward(net_.forward(x), labels, 1.0 / double(m.count));
-    net_.backward(loss_.backward(), {.accumulate = m.index > 0});
-    if (m.last()) opt_.step(net_);
+    auto& g = replica_.gradients();
+    const double l = replica_.train(prec_.compute(), g, x, labels, info, prec_.loss_factor() / double(m.count),
+                                    m.index > 0, NoHook{}, prec_.master_values());
+    if (m.last() && prec_.prepare_step(ThreadPool::global(), g.values.span())) {
+      opt_.step(master_.values.span(), std::span<const float>(g.values.data(), g.values.size()));
+      prec_.after_step(ThreadPool::global());
+    }
     return l;
   }
 
   /// (correct predictions, summed loss) over the batch, in evaluation mode.
   std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
-    net_.eval();
-    const auto y = net_.forward(x);
-    const double l = loss_.forward(y, labels);
-    net_.train();
-    return {count_correct<Net>(y.data(), labels), l * double(x.batch())};
+    return replica_.evaluate(prec_.compute(), x, labels, seed_, prec_.master_values());
   }
 
-  network_type& network() noexcept { return net_; }
-  typename network_type::params_type& parameters() noexcept { return net_.parameters(); }
+  params_type& parameters() noexcept { return master_; }
   Opt& optimizer() noexcept { return opt_; }
   std::size_t devices() const noexcept { return 1; }
-  void set_seed(std::uint64_t seed) noexcept { net_.set_seed(seed); }
+  void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
+  PrecisionState<Precision, Net>& precision() noexcept { return prec_; }
+  Replica<Net, compute_type>& replica() noexcept { return replica_; }
 
  private:
-  network_type net_;
+  static params_type initialized(std::uint64_t seed) {
+    params_type p;
+    p.initialize(seed);
+    return p;
+  }
+
+  std::uint64_t seed_;
+  params_type master_;
+  PrecisionState<Precision, Net> prec_;
+  Replica<Net, compute_type> replica_;
   Opt opt_;
-  default_loss_t<Net> loss_;
 };
 
 } // namespace cohort::detail

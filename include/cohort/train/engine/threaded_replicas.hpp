@@ -21,6 +21,7 @@
 #include "cohort/parallel/threaded_replicas.hpp"
 #include "cohort/precision/full_precision.hpp"
 #include "cohort/train/engine/engine.hpp"
+#include "cohort/train/engine/precision_state.hpp"
 
 namespace cohort::detail {
 
@@ -36,22 +37,26 @@ inline void sum_in_order(ThreadPool& pool, std::span<float* const> src, float* d
   });
 }
 
-template <std::size_t N, class Net, class Opt>
-class TrainEngine<ThreadedReplicas<N, Cpu>, FullPrecision, Net, Opt> : public LocalCollectives {
+template <std::size_t N, class Precision, class Net, class Opt>
+requires known_precision<Precision>
+class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
+    : public LocalCollectives, public PrecisionHooks<TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>> {
  public:
   using params_type = Parameters<Net, float, Cpu>;
-  using grads_type = Gradients<Net, float, Cpu>;
+  using compute_type = typename PrecisionState<Precision, Net>::compute_type;
+  using grads_type = Gradients<Net, compute_type, Cpu>;
+  using replica_type = Replica<Net, compute_type>;
   using input_view = ConstBatchView<typename Net::input_shape, float>;
   static constexpr std::size_t in_size = Net::input_shape::size;
 
   TrainEngine(Opt opt, const EngineOptions& o)
-      : o_(o.parallel), seed_(o.seed), n_(count(o.parallel)), team_(n_), opt_(std::move(opt)) {
+      : o_(o.parallel), seed_(o.seed), n_(count(o.parallel)), team_(n_), params_(initialized(o.seed)),
+        prec_(params_, o.loss_scale), opt_(std::move(opt)) {
     check_chunks(o_, n_, "replica count");
     if (o_.threads_per_replica == 0) throw ValueError("ThreadedReplicas: threads_per_replica must be at least 1");
-    params_.initialize(seed_);
     for (std::size_t r = 0; r < n_; ++r) {
       pools_.push_back(std::make_unique<ThreadPool>(o_.threads_per_replica));
-      replicas_.push_back(std::make_unique<Replica<Net>>(*pools_[r]));
+      replicas_.push_back(std::make_unique<replica_type>(*pools_[r]));
     }
     if (o_.deterministic) {
       chunk_grads_.resize(o_.deterministic_chunks);
@@ -71,8 +76,8 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, FullPrecision, Net, Opt> : public Lo
       for (std::size_t r = lo; r < hi; ++r) {
         const auto [begin, count] = shard(labels.size(), r);
         if (count == 0) continue;
-        part[r] =
-            replicas_[r]->evaluate(params_, {x.data() + begin * in_size, count}, labels.subspan(begin, count), seed_);
+        part[r] = replicas_[r]->evaluate(prec_.compute(), {x.data() + begin * in_size, count},
+                                         labels.subspan(begin, count), seed_, prec_.master_values());
       }
     });
     std::pair<std::size_t, double> total{};
@@ -85,9 +90,16 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, FullPrecision, Net, Opt> : public Lo
   std::size_t devices() const noexcept { return n_; }
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
   /// Replica r (its executor, gradients and threads), for inspection and tests.
-  Replica<Net>& replica(std::size_t r) { return *replicas_.at(r); }
+  replica_type& replica(std::size_t r) { return *replicas_.at(r); }
+  PrecisionState<Precision, Net>& precision() noexcept { return prec_; }
 
  private:
+  static params_type initialized(std::uint64_t seed) {
+    params_type p;
+    p.initialize(seed);
+    return p;
+  }
+
   static std::size_t count(const DataParallelOptions& o) {
     if constexpr (N != dynamic_replicas) {
       return N;
@@ -124,9 +136,10 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, FullPrecision, Net, Opt> : public Lo
           continue;
         }
         const double share = double(count) / double(n);
-        loss[r] =
-            share * replicas_[r]->train(params_, g, {x.data() + begin * in_size, count}, labels.subspan(begin, count),
-                                        train_info(m, begin, 1, r == 0), share / double(m.count), m.index > 0);
+        loss[r] = share * replicas_[r]->train(prec_.compute(), g, {x.data() + begin * in_size, count},
+                                              labels.subspan(begin, count), train_info(m, begin, 1, r == 0),
+                                              prec_.loss_factor() * share / double(m.count), m.index > 0, NoHook{},
+                                              prec_.master_values());
       }
     });
     if (m.last()) {
@@ -145,7 +158,7 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, FullPrecision, Net, Opt> : public Lo
     team_.parallel_for(n_, 1, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t r = lo; r < hi; ++r)
         for (std::size_t j = r; j < chunks; j += n_) { // replica r takes chunks r, r + n, ...
-          Replica<Net>& rep = *replicas_[r];
+          replica_type& rep = *replicas_[r];
           const std::size_t count =
               gather_strided<typename Net::input_shape>(x.data(), labels, j, chunks, rep.chunk_x, rep.chunk_labels);
           grads_type& g = *chunk_grads_[j];
@@ -154,8 +167,9 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, FullPrecision, Net, Opt> : public Lo
             continue;
           }
           const double share = double(count) / double(n);
-          loss[j] = share * rep.train(params_, g, {rep.chunk_x.data(), count}, rep.chunk_labels,
-                                      train_info(m, j, chunks, j == 0), share / double(m.count), m.index > 0);
+          loss[j] = share * rep.train(prec_.compute(), g, {rep.chunk_x.data(), count}, rep.chunk_labels,
+                                      train_info(m, j, chunks, j == 0), prec_.loss_factor() * share / double(m.count),
+                                      m.index > 0, NoHook{}, prec_.master_values());
         }
     });
     if (m.last()) {
@@ -168,19 +182,23 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, FullPrecision, Net, Opt> : public Lo
     return total;
   }
 
-  /// Sums the gradient stores in order and steps the optimiser.
+  /// Sums the gradient stores in order and steps the optimiser (unless fp16 overflowed: then
+  /// every replica skips the step together, the sum holding all their gradients).
   void finish(std::span<float* const> src) {
     sum_in_order(team_, src, total_.values.data(), total_.values.size());
+    if (!prec_.prepare_step(team_, total_.values.span())) return;
     opt_.step(params_.values.span(), std::span<const float>(total_.values.data(), total_.values.size()));
+    prec_.after_step(team_);
   }
 
   DataParallelOptions o_;
   std::uint64_t seed_;
-  std::size_t n_;   // replicas
-  ThreadPool team_; // one thread per replica (the caller is replica 0's)
-  params_type params_;
+  std::size_t n_;      // replicas
+  ThreadPool team_;    // one thread per replica (the caller is replica 0's)
+  params_type params_; // float master parameters
+  PrecisionState<Precision, Net> prec_;
   std::vector<std::unique_ptr<ThreadPool>> pools_;
-  std::vector<std::unique_ptr<Replica<Net>>> replicas_;
+  std::vector<std::unique_ptr<replica_type>> replicas_;
   std::vector<std::unique_ptr<grads_type>> chunk_grads_; // deterministic mode: one per chunk
   grads_type total_;
   Opt opt_;
