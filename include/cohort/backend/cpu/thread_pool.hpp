@@ -58,7 +58,7 @@ class ThreadPool {
   void parallel_for(std::size_t n, std::size_t grain, Fn&& fn) {
     if (n == 0) return;
     grain = std::max<std::size_t>(grain, 1);
-    const std::size_t chunks = std::min((n + grain - 1) / grain, size() * 4);
+    const std::size_t chunks = std::min({(n + grain - 1) / grain, size() * 4, max_tasks});
     if (chunks <= 1 || workers_.empty()) {
       fn(std::size_t(0), n);
       return;
@@ -72,10 +72,15 @@ class ThreadPool {
   }
 
  private:
-  // Tasks are claimed from `ticket_`: generation in the high 32 bits, next task index in the low
-  // 32. A worker only claims tasks of the generation it woke up for, so a straggler from one
-  // parallel_for can never run (or re-run) a task of the next.
-  static constexpr std::uint64_t index_mask = 0xFFFFFFFFu;
+  // Tasks are claimed from `ticket_`: generation in the high 32 bits, the round's task count in
+  // the next 16, the next task index in the low 16. Everything a claim is checked against lives
+  // in the one word the claim's compare-exchange tests: a worker preempted between reading a
+  // ticket and claiming from it cannot mix one round's ticket with the next round's task count
+  // (which ran a task of the next round early, twice, and left the count of pending tasks
+  // wrapped: the pool hung). A straggler's claim on an old ticket fails, because that round is
+  // over only once its index has reached its count.
+  static constexpr std::uint64_t field_mask = 0xFFFFu;
+  static constexpr std::size_t max_tasks = 0xFFFFu;
   // Kernels call parallel_for dozens of times per training step: workers and the caller spin
   // this many rounds (some tens of microseconds) before sleeping, so a step does not pay a
   // futex wake-up per layer.
@@ -89,14 +94,13 @@ class ThreadPool {
 
   void run(std::size_t tasks, const std::function<void(std::size_t)>& task) {
     task_.store(&task, std::memory_order_relaxed);
-    tasks_.store(tasks, std::memory_order_relaxed);
     pending_.store(tasks, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> g(mutex_);
       error_ = nullptr;
     }
     const std::uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;
-    ticket_.store(gen << 32, std::memory_order_release);
+    ticket_.store((gen << 32) | (std::uint64_t(tasks) << 16), std::memory_order_release);
     generation_.store(gen, std::memory_order_seq_cst);
     if (sleeping_.load(std::memory_order_seq_cst) > 0) {
       std::lock_guard<std::mutex> g(mutex_);
@@ -114,13 +118,15 @@ class ThreadPool {
     std::size_t finished = 0;
     while (true) {
       std::uint64_t t = ticket_.load(std::memory_order_acquire);
-      if ((t >> 32) != (gen & index_mask)) break;
-      const std::size_t tasks = tasks_.load(std::memory_order_relaxed);
-      const auto* task = task_.load(std::memory_order_relaxed);
-      if ((t & index_mask) >= tasks) break;
+      if ((t >> 32) != (gen & 0xFFFFFFFFu)) break;
+      const std::uint64_t index = t & field_mask, tasks = (t >> 16) & field_mask;
+      if (index >= tasks) break;
       if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
+      // Read after the claim: the round cannot end (and task_ cannot change) before this task
+      // is counted as done.
+      const auto* task = task_.load(std::memory_order_acquire);
       try {
-        (*task)(std::size_t(t & index_mask));
+        (*task)(std::size_t(index));
       } catch (...) {
         std::lock_guard<std::mutex> g(mutex_);
         if (!error_) error_ = std::current_exception();
@@ -164,7 +170,7 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::atomic<const std::function<void(std::size_t)>*> task_{nullptr};
-  std::atomic<std::size_t> tasks_{0}, pending_{0};
+  std::atomic<std::size_t> pending_{0};
   std::atomic<std::uint64_t> ticket_{0}, generation_{0};
   std::atomic<int> sleeping_{0};
   std::exception_ptr error_;

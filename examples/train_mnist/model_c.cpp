@@ -1,6 +1,0 @@
-// train_mnist for model C (its own translation unit so the models compile in parallel).
-#include <cohort/models/seed_models.hpp>
-
-#include "run.hpp"
-
-int train_model_c(const TrainMnistOptions& o) { return train_mnist::run<cohort::models::ModelC>(o); }
