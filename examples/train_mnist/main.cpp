@@ -7,6 +7,7 @@
 //   train_mnist --init-from torch_weights.safetensors --no-shuffle --max-steps 10   # step-by-step vs PyTorch
 //   train_mnist --parallel threads --replicas 2                  # DataParallel: 2 replicas, 1 thread each
 //   mpirun -np 2 train_mnist --parallel ddp                      # DistributedDataParallel over MPI
+//   train_mnist --precision fp16                                 # Apex O2: fp16 model, fp32 master weights
 
 #include <cstdio>
 #include <exception>
@@ -68,12 +69,20 @@ int main(int argc, char** argv) {
   app.add_option("--accumulation", o.accumulation, "batches per optimiser step (gradient accumulation)")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
+  app.add_option("--precision", o.precision,
+                 "fp32; fp16 (fp32 master weights, dynamic loss scaling) or bf16 (fp32 master weights)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    if (o.model == "A") return train_model_a(o);
-    if (o.model == "B") return train_model_b(o);
-    if (o.model == "C") return train_model_c(o);
-    return train_model_d(o);
+    std::string model = o.model;
+    model[0] = char(model[0] - 'A' + 'a');
+#define TRAIN_MNIST_DISPATCH(m, p)                                                                                     \
+  if (model == #m && o.precision == #p) return train_model_##m##_##p(o);
+    TRAIN_MNIST_FOR_EACH(TRAIN_MNIST_DISPATCH)
+#undef TRAIN_MNIST_DISPATCH
+    std::fprintf(stderr, "train_mnist: no model %s with precision %s\n", o.model.c_str(), o.precision.c_str());
+    return 2;
   } catch (const cohort::Error& e) {
     std::fprintf(stderr, "train_mnist: %s\n", e.what());
     return 1;

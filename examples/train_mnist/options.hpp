@@ -29,9 +29,18 @@ struct TrainMnistOptions {
   std::size_t bucket_kib = 1024;
   double timeout = 300;
   std::size_t accumulation = 1;
+  std::string precision = "fp32"; // fp32 | fp16 | bf16
 };
 
-int train_model_a(const TrainMnistOptions&);
-int train_model_b(const TrainMnistOptions&);
-int train_model_c(const TrainMnistOptions&);
-int train_model_d(const TrainMnistOptions&);
+// One translation unit per model and precision (generated from model.cpp.in), so the twelve
+// instantiations compile in parallel.
+// clang-format off
+#define TRAIN_MNIST_FOR_EACH(X)          \
+  X(a, fp32) X(a, fp16) X(a, bf16)       \
+  X(b, fp32) X(b, fp16) X(b, bf16)       \
+  X(c, fp32) X(c, fp16) X(c, bf16)       \
+  X(d, fp32) X(d, fp16) X(d, bf16)
+// clang-format on
+#define TRAIN_MNIST_DECLARE(model, precision) int train_model_##model##_##precision(const TrainMnistOptions&);
+TRAIN_MNIST_FOR_EACH(TRAIN_MNIST_DECLARE)
+#undef TRAIN_MNIST_DECLARE

@@ -9,6 +9,7 @@
 #include <cohort/cohort.hpp>
 #include <cohort/data/dataset.hpp>
 #include <cohort/data/idx.hpp>
+#include <cohort/precision/mixed_precision.hpp>
 #include <cohort/train/trainer.hpp>
 #if COHORT_WITH_MPI
 #include <cohort/mpi.hpp>
@@ -25,7 +26,7 @@ inline std::string default_optimizer(const std::string& model) {
 }
 inline double default_lr(const std::string& model) { return model == "A" ? 0.5 : model == "B" ? 1e-4 : 1e-3; }
 
-template <class Net, class Parallel, class Opt>
+template <class Net, class Parallel, class Precision, class Opt>
 int train(const TrainMnistOptions& o, Opt opt) {
   using namespace cohort;
   using Data = ImageDataset<typename Net::input_shape>;
@@ -55,7 +56,7 @@ int train(const TrainMnistOptions& o, Opt opt) {
   to.parallel.deterministic_chunks = o.chunks;
   to.parallel.bucket_kib = o.bucket_kib;
   to.parallel.timeout_s = o.timeout;
-  Trainer<Net, Opt, Parallel> trainer(std::move(opt), to);
+  Trainer<Net, Opt, Parallel, Precision> trainer(std::move(opt), to);
   const bool root = trainer.rank() == 0; // only rank 0 talks
   if (root)
     std::printf("data: %zu training and %zu test images from %s (mean %.4f, std %.4f), repeated %zux\n",
@@ -68,10 +69,10 @@ int train(const TrainMnistOptions& o, Opt opt) {
                   static_cast<unsigned long long>(trainer.epoch()), static_cast<unsigned long long>(trainer.step()));
   }
   if (root)
-    std::printf("model %s (%zu parameters), %s, batch %zu, %s x %zu, %zu thread(s) each%s\n", o.model.c_str(),
+    std::printf("model %s (%zu parameters), %s, batch %zu, %s x %zu, %zu thread(s) each, %s%s\n", o.model.c_str(),
                 Net::parameter_count, std::string(Opt::name).c_str(), to.batch_size,
                 std::string(Parallel::name).c_str(), trainer.engine().devices(), o.threads,
-                o.deterministic ? ", deterministic" : "");
+                std::string(Precision::name).c_str(), o.deterministic ? ", deterministic" : "");
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<EpochReport> history;
@@ -89,34 +90,38 @@ int train(const TrainMnistOptions& o, Opt opt) {
     if (root) std::printf("saved %s\n", o.save.c_str());
   }
   const EvalReport e = trainer.evaluate(test_set);
-  if (root)
+  if (root) {
+    if (trainer.engine().loss_scale() > 0)
+      std::printf("loss scale %g, %llu step(s) skipped on inf/NaN gradients\n", trainer.engine().loss_scale(),
+                  static_cast<unsigned long long>(trainer.engine().skipped_steps()));
     std::printf("Finished training in %.2f s\nTest accuracy: %.2f%% (%zu images)\n", total, e.accuracy, e.samples);
+  }
   return 0;
 }
 
 /// The parallel policy from --parallel.
-template <class Net, class Opt>
+template <class Net, class Precision, class Opt>
 int train_with(const TrainMnistOptions& o, Opt opt) {
   using namespace cohort;
-  if (o.parallel == "threads") return train<Net, ThreadedReplicas<dynamic_replicas>>(o, std::move(opt));
+  if (o.parallel == "threads") return train<Net, ThreadedReplicas<dynamic_replicas>, Precision>(o, std::move(opt));
   if (o.parallel == "ddp") {
 #if COHORT_WITH_MPI
-    return train<Net, ProcessGroupDDP<Mpi>>(o, std::move(opt));
+    return train<Net, ProcessGroupDDP<Mpi>, Precision>(o, std::move(opt));
 #else
     throw ValueError("--parallel ddp: this train_mnist was built without MPI (configure with -DCOHORT_WITH_MPI=ON)");
 #endif
   }
-  return train<Net, SingleDevice<>>(o, std::move(opt));
+  return train<Net, SingleDevice<>, Precision>(o, std::move(opt));
 }
 
-template <class Net>
+template <class Net, class Precision>
 int run(const TrainMnistOptions& o) {
   using namespace cohort;
   const std::string name = o.optimizer.empty() ? default_optimizer(o.model) : o.optimizer;
   const double lr = o.lr >= 0 ? o.lr : (o.optimizer.empty() ? default_lr(o.model) : -1);
-  if (name == "sgd") return train_with<Net>(o, Sgd({.lr = lr >= 0 ? lr : 1e-3, .momentum = o.momentum}));
-  if (name == "adam") return train_with<Net>(o, Adam({.lr = lr >= 0 ? lr : 1e-3, .eps = 1e-7}));
-  return train_with<Net>(o, Adadelta({.lr = lr >= 0 ? lr : 1.0}));
+  if (name == "sgd") return train_with<Net, Precision>(o, Sgd({.lr = lr >= 0 ? lr : 1e-3, .momentum = o.momentum}));
+  if (name == "adam") return train_with<Net, Precision>(o, Adam({.lr = lr >= 0 ? lr : 1e-3, .eps = 1e-7}));
+  return train_with<Net, Precision>(o, Adadelta({.lr = lr >= 0 ? lr : 1.0}));
 }
 
 } // namespace train_mnist

@@ -10,6 +10,9 @@
 //   mpirun -np 2 ddp_check mismatch     rank 1 builds a wider network: every rank must say so
 //   mpirun -np 2 ddp_check kill|hang    rank 1 is killed (SIGKILL) or stops (SIGSTOP) at step 3
 //   mpirun -np 2 ddp_check accumulate   2 micro-batches per step == one batch twice the size
+//   mpirun -np N ddp_check overflow     MixedPrecision<fp16>: an inf gradient on the last rank
+//       only; every rank must skip the step together (weights and optimiser untouched, scale
+//       halved, one skipped step), then take the next clean one together
 //
 // Exit status: 0 on success, 1 on a failed check, 3 when a cohort::Error was thrown (the tests
 // that expect one match its message).
@@ -17,6 +20,7 @@
 #include <cohort/cohort.hpp>
 #include <cohort/models/seed_models.hpp>
 #include <cohort/mpi.hpp>
+#include <cohort/precision/mixed_precision.hpp>
 #include <cohort/train/trainer.hpp>
 
 #include <csignal>
@@ -181,6 +185,39 @@ int accumulate() {
   return failed | !(d <= 1e-6);
 }
 
+/// The overflow decision is global: a rank whose gradients are finite still skips when another
+/// rank's are not, so the ranks never diverge (the AMP+DDP failure this guards against).
+int overflow() {
+  const Bands data(64, 5);
+  const std::size_t per_rank = 8, world = std::size_t(world_size()), rank = std::size_t(world_rank());
+  EngineOptions o{.seed = 2};
+  o.parallel.timeout_s = 60;
+  detail::TrainEngine<ProcessGroupDDP<Mpi>, MixedPrecision<fp16>, models::ModelC, Adam<>> e(Adam({.lr = 1e-3}), o);
+  const auto labels = [&](std::size_t first) { return std::span<const std::int32_t>(data.y.data() + first, per_rank); };
+  const std::vector<float> before = values(e.parameters());
+  std::vector<float> batch(data.image(rank * per_rank), data.image(rank * per_rank + per_rank));
+  if (rank + 1 == world) batch[3 * 784 + 100] = 1e6f; // infinite in fp16: inf/NaN gradients here only
+  e.step({batch.data(), per_rank}, labels(rank * per_rank), {});
+  int failed = 0;
+  auto expect = [&](bool ok, const char* what) {
+    if (!ok) std::fprintf(stderr, "ddp_check: rank %zu: %s\n", rank, what);
+    failed |= !ok;
+  };
+  expect(values(e.parameters()) == before, "the overflowing step changed the weights");
+  expect(e.optimizer().steps() == 0, "the optimiser stepped on inf/NaN gradients");
+  expect(e.skipped_steps() == 1, "the skipped step was not counted");
+  expect(e.loss_scale() == 32768.0, "the loss scale did not halve (65536 -> 32768)");
+  const std::size_t next = world * per_rank + rank * per_rank;
+  e.step({data.image(next), per_rank}, labels(next), {.step = 1, .forward_pass = 1});
+  expect(e.optimizer().steps() == 1, "the clean step after the overflow was not taken");
+  expect(values(e.parameters()) != before, "the clean step did not change the weights");
+  failed |= check_identical(values(e.parameters()));
+  if (world_rank() == 0 && !failed)
+    std::printf("overflow on rank %zu of %zu: every rank skipped the step, scale %g, then stepped together\n",
+                world - 1, world, e.loss_scale());
+  return failed;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -201,6 +238,7 @@ int main(int argc, char** argv) {
     if (a.mode == "mismatch") return mismatch();
     if (a.mode == "kill" || a.mode == "hang") return fault(a);
     if (a.mode == "accumulate") return accumulate();
+    if (a.mode == "overflow") return overflow();
     std::fprintf(stderr, "ddp_check: unknown mode \"%s\"\n", a.mode.c_str());
     return 2;
   } catch (const Error& e) {

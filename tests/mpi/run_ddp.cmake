@@ -1,6 +1,7 @@
 # Runs ddp_check under mpirun and checks what it must do (see ddp_check.cpp).
 #   cmake -DMPIEXEC=... -DEXE=ddp_check -DWORK=dir -DCASE=<case> -P run_ddp.cmake
-# Cases: equivalence, deterministic, tcp, resume, mismatch, kill, hang, environment, accumulate.
+# Cases: equivalence, deterministic, tcp, resume, mismatch, kill, hang, environment, accumulate,
+# overflow.
 # mpirun runs as root (CI containers) and with more ranks than cores: --allow-run-as-root
 # --oversubscribe. Every run has a wall-clock limit, so a hang fails the test instead of CI.
 
@@ -117,6 +118,11 @@ elseif(CASE STREQUAL "hang")
 elseif(CASE STREQUAL "environment")
   run(2 rc out 120 -x WORLD_SIZE=5 -- equivalence)
   expect_failure_with("${rc}" "${out}" "the environment has WORLD_SIZE=\"5\" but MPI reports 2")
+elseif(CASE STREQUAL "overflow")
+  foreach(np 2 4)
+    run(${np} rc out 120 -- overflow)
+    expect_success("${rc}" "${out}")
+  endforeach()
 elseif(CASE STREQUAL "accumulate")
   run(2 rc out 120 -- accumulate)
   expect_success("${rc}" "${out}")

@@ -44,7 +44,7 @@ struct ops::SoftmaxKernels<Cpu> {
   static double nll(CpuContext&, const T* logp, const std::int32_t* labels, std::size_t rows, std::size_t cols, T* grad,
                     double grad_scale) {
     double sum = 0;
-    for (std::size_t r = 0; r < rows; ++r) sum -= double(logp[r * cols + std::size_t(labels[r])]);
+    for (std::size_t r = 0; r < rows; ++r) sum -= double(accumulator_t<T>(logp[r * cols + std::size_t(labels[r])]));
     if (grad) {
       std::fill(grad, grad + rows * cols, T(0));
       const T g = T(-grad_scale / double(rows));
@@ -60,7 +60,7 @@ struct ops::SoftmaxKernels<Cpu> {
                               std::size_t cols, L* logp, T* grad, double grad_scale) {
     log_softmax_forward(ctx, x, logp, rows, cols);
     double sum = 0;
-    for (std::size_t r = 0; r < rows; ++r) sum -= double(logp[r * cols + std::size_t(labels[r])]);
+    for (std::size_t r = 0; r < rows; ++r) sum -= double(accumulator_t<T>(logp[r * cols + std::size_t(labels[r])]));
     if (grad) {
       // d/dx = (softmax - onehot) / rows
       using A = accumulator_t<T>;

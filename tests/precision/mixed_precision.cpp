@@ -1,0 +1,283 @@
+// MixedPrecision: 16-bit networks against float ones, GradScaler's semantics, overflow handling
+// in every engine that runs in one process, exact resume, and training that learns.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include <cohort/cohort.hpp>
+#include <cohort/models/seed_models.hpp>
+#include <cohort/precision/mixed_precision.hpp>
+#include <cohort/train/trainer.hpp>
+
+#include "support/bands.hpp"
+
+using namespace cohort;
+namespace fs = std::filesystem;
+using test::Bands;
+
+namespace {
+
+/// Largest |a - b| over the largest |b|.
+template <class A, class B>
+double relative_difference(const A& a, const B& b) {
+  double diff = 0, scale = 1e-30;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return diff / scale;
+}
+
+/// ||a - b|| / ||b||: a few flipped ReLU masks or max-pool choices (inputs within rounding of
+/// a kink) move single gradient entries a lot but the whole gradient little.
+template <class A, class B>
+double relative_norm(const A& a, const B& b) {
+  double diff = 0, norm = 1e-60;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+    norm += double(b[i]) * double(b[i]);
+  }
+  return std::sqrt(diff / norm);
+}
+
+template <class H>
+std::vector<float> rounded_to(const std::vector<float>& v) {
+  std::vector<float> r(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) r[i] = float(H(v[i]));
+  return r;
+}
+
+/// One training-mode forward and backward in storage type H, weights from a float network:
+/// (output, parameter gradients, input gradient) in float.
+template <class Net, class H>
+std::tuple<std::vector<float>, std::vector<float>, std::vector<float>>
+run(const Parameters<Net, float, Cpu>& master, const std::vector<float>& x, const std::vector<float>& dy_f,
+    std::size_t batch, bool fusion) {
+  Parameters<Net, H, Cpu> p;
+  for (std::size_t i = 0; i < p.values.size(); ++i) p.values[i] = H(master.values[i]);
+  std::copy(master.buffers.begin(), master.buffers.end(), p.buffers.begin());
+  Gradients<Net, H, Cpu> g;
+  Executor<Net, H, Cpu> e;
+  e.set_fusion(fusion);
+  CpuContext ctx;
+  std::vector<H> xh(x.size()), dy(dy_f.size());
+  for (std::size_t i = 0; i < x.size(); ++i) xh[i] = H(x[i]);
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = H(dy_f[i]);
+  const StepInfo info{.seed = 1};
+  const auto y =
+      e.forward(ctx, info, p, ConstBatchView<typename Net::input_shape, H>(xh.data(), batch), master.values.data());
+  std::vector<float> out(y.size());
+  for (std::size_t i = 0; i < y.size(); ++i) out[i] = float(y.data()[i]);
+  const auto dx = e.backward(ctx, p, g, ConstBatchView<typename Net::output_shape, H>(dy.data(), batch),
+                             {.input_grad = true}, NoHook{}, master.values.data());
+  std::vector<float> dxf(x.size());
+  for (std::size_t i = 0; i < dxf.size(); ++i) dxf[i] = float(dx.data()[i]);
+  return {out, std::vector<float>(g.values.begin(), g.values.end()), dxf};
+}
+
+template <class Net>
+struct Case {
+  Parameters<Net, float, Cpu> master;
+  std::vector<float> x, dy;
+  std::size_t batch = 6;
+  explicit Case(unsigned seed) {
+    master.initialize(seed);
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    x.resize(batch * Net::input_shape::size);
+    for (auto& v : x) v = u(gen);
+    dy.resize(batch * Net::output_shape::size);
+    for (auto& v : dy) v = 0.1f * u(gen);
+  }
+};
+
+/// A layer without kinks in 16 bits against the same layer in float on the same 16-bit inputs
+/// and weights: the only difference is the rounding of the result (float inside).
+template <class Net>
+void check_layer(const char* name) {
+  CAPTURE(name);
+  Case<Net> c(3);
+  auto check = [&]<class H>(double tol) {
+    Parameters<Net, float, Cpu> rounded = c.master;
+    for (auto& v : rounded.values) v = float(H(v));
+    const auto x = rounded_to<H>(c.x), dy = rounded_to<H>(c.dy);
+    const auto [yf, gf, dxf] = run<Net, float>(rounded, x, dy, c.batch, true);
+    const auto [yh, gh, dxh] = run<Net, H>(rounded, x, dy, c.batch, true);
+    CHECK(relative_difference(yh, yf) < tol);
+    if (!gf.empty()) CHECK(relative_difference(gh, gf) < tol);
+    CHECK(relative_difference(dxh, dxf) < tol);
+  };
+  // One rounding of a float result: half 2^-11, bfloat16 2^-8 of the largest value at most.
+  check.template operator()<half>(std::ldexp(1.0, -11));
+  check.template operator()<bfloat16>(std::ldexp(1.0, -8));
+}
+
+/// Whole models in 16 bits against float on the same (unrounded) data, as a user compares.
+template <class Net>
+void check_against_float(double tol_half, double tol_bf16) {
+  Case<Net> c(3);
+  const auto [yf, gf, dxf] = run<Net, float>(c.master, c.x, c.dy, c.batch, true);
+  const auto [yh, gh, dxh] = run<Net, half>(c.master, c.x, c.dy, c.batch, true);
+  const auto [yb, gb, dxb] = run<Net, bfloat16>(c.master, c.x, c.dy, c.batch, true);
+  CHECK(relative_norm(yh, yf) < tol_half / 10);
+  CHECK(relative_norm(gh, gf) < tol_half);
+  CHECK(relative_norm(yb, yf) < tol_bf16 / 10);
+  CHECK(relative_norm(gb, gf) < tol_bf16);
+  // Fusion rounds at other points (a fused ReLU/max-pool sees float, not 16-bit, inputs): close,
+  // not identical.
+  const auto [yh2, gh2, dxh2] = run<Net, half>(c.master, c.x, c.dy, c.batch, false);
+  CHECK(relative_norm(yh2, yh) < tol_half / 10);
+  CHECK(relative_norm(gh2, gh) < tol_half);
+}
+
+template <class Parallel, class Precision, class Net, class Opt>
+using EngineOf = detail::TrainEngine<Parallel, Precision, Net, Opt>;
+
+} // namespace
+
+TEST_CASE("MixedPrecision: every kernel in 16 bits is the float kernel plus one rounding") {
+  check_layer<Sequential<Input<1, 28, 28>, Conv2d<1, 16, 3>>>("Conv2d 1->16");
+  check_layer<Sequential<Input<16, 13, 13>, Conv2d<16, 32, 3, 1, 1>>>("Conv2d 16->32 pad 1");
+  check_layer<Sequential<Input<4, 12, 12>, Conv2d<4, 8, 5, 1, 2>>>("Conv2d 4->8 5x5");
+  check_layer<Sequential<Input<64>, Linear<64, 10>>>("Linear");
+  check_layer<Sequential<Input<4, 8, 8>, Flatten, Linear<256, 10>>>("Flatten, Linear");
+  check_layer<Sequential<Input<4, 8, 8>, BatchNorm2d<4>>>("BatchNorm2d");
+  check_layer<Sequential<Input<10>, LogSoftmax>>("LogSoftmax");
+}
+
+TEST_CASE("MixedPrecision: 16-bit models agree with float ones (models A-D, fused and unfused)") {
+  // Gradients move more than outputs: ReLU masks and max-pool choices of inputs within a
+  // rounding of a kink flip (bfloat16 rounds 8x coarser than half, so 8x as many flip).
+  check_against_float<models::ModelA>(3e-2, 2e-1);
+  check_against_float<models::ModelB>(3e-2, 2e-1);
+  check_against_float<models::ModelC>(3e-2, 2e-1);
+  check_against_float<models::ModelD>(3e-2, 2e-1);
+}
+
+TEST_CASE("LossScaler: GradScaler's defaults and updates, plus the floor and the consecutive-skip error") {
+  LossScaler s(LossScaleOptions{});
+  CHECK(s.scale() == 65536.f);
+  CHECK(s.inverse() == float(1.0 / 65536.0));
+  for (int i = 0; i < 1999; ++i) s.update(false);
+  CHECK(s.scale() == 65536.f);
+  s.update(false); // the 2000th clean step in a row
+  CHECK(s.scale() == 131072.f);
+  CHECK(s.growth_tracker() == 0);
+  for (int i = 0; i < 1000; ++i) s.update(false);
+  s.update(true); // an overflow halves the scale and restarts the count
+  CHECK(s.scale() == 65536.f);
+  CHECK(s.growth_tracker() == 0);
+  CHECK(s.skipped() == 1);
+  for (int i = 0; i < 1999; ++i) s.update(false);
+  CHECK(s.scale() == 65536.f);
+  s.update(false);
+  CHECK(s.scale() == 131072.f);
+
+  LossScaler f(LossScaleOptions{.init_scale = 8, .min_scale = 2, .max_consecutive_skips = 5});
+  f.update(true);
+  f.update(true);
+  CHECK(f.scale() == 2.f);
+  f.update(true); // the floor holds
+  CHECK(f.scale() == 2.f);
+  f.update(true);
+  CHECK(f.consecutive_skips() == 4);
+  CHECK_THROWS_WITH_AS(f.update(true), doctest::Contains("5 steps in a row had inf/NaN gradients"), NumericError);
+  LossScaler g(LossScaleOptions{.max_consecutive_skips = 2});
+  g.update(true);
+  g.update(false); // a clean step resets the run
+  g.update(true);
+  CHECK(g.consecutive_skips() == 1);
+  CHECK_THROWS_AS(LossScaler(LossScaleOptions{.backoff_factor = 1.5}), ValueError);
+}
+
+TEST_CASE("MixedPrecision<fp16>: a step with inf gradients is skipped (weights and optimiser untouched)") {
+  const Bands data(64, 1);
+  EngineOptions o{.seed = 2};
+  o.loss_scale.max_consecutive_skips = 0;
+  SUBCASE("SingleDevice") {
+    EngineOf<SingleDevice<>, MixedPrecision<fp16>, models::ModelC, Adam<>> e(Adam({.lr = 1e-3}), o);
+    e.step({data.image(0), 16}, std::span<const std::int32_t>(data.y.data(), 16), {});
+    const std::vector<float> before(e.parameters().values.begin(), e.parameters().values.end());
+    const auto steps = e.optimizer().steps();
+    std::vector<float> poisoned(data.x.begin(), data.x.begin() + 16 * 784);
+    poisoned[100] = 1e6f; // infinite in fp16: the forward overflows, the gradients are inf/NaN
+    e.step({poisoned.data(), 16}, std::span<const std::int32_t>(data.y.data(), 16), {.step = 1, .forward_pass = 1});
+    CHECK(std::equal(before.begin(), before.end(), e.parameters().values.begin()));
+    CHECK(e.optimizer().steps() == steps);
+    CHECK(e.skipped_steps() == 1);
+    CHECK(e.loss_scale() == 32768.0);
+    e.step({data.image(16), 16}, std::span<const std::int32_t>(data.y.data() + 16, 16), {.step = 2, .forward_pass = 2});
+    CHECK(e.optimizer().steps() == steps + 1);
+  }
+  SUBCASE("ThreadedReplicas<2>: the overflow in one replica's shard stops both") {
+    EngineOf<ThreadedReplicas<2>, MixedPrecision<fp16>, models::ModelC, Adam<>> e(Adam({.lr = 1e-3}), o);
+    std::vector<float> poisoned(data.x.begin(), data.x.begin() + 16 * 784);
+    poisoned[12 * 784 + 5] = -1e6f; // sample 12: replica 1's shard
+    e.step({poisoned.data(), 16}, std::span<const std::int32_t>(data.y.data(), 16), {});
+    CHECK(e.optimizer().steps() == 0);
+    CHECK(e.skipped_steps() == 1);
+    CHECK(e.loss_scale() == 32768.0);
+  }
+}
+
+TEST_CASE("MixedPrecision<fp16>: too many skipped steps in a row is an error naming the cause") {
+  const Bands data(32, 2);
+  EngineOptions o{.seed = 2};
+  o.loss_scale.min_scale = 16384;
+  o.loss_scale.max_consecutive_skips = 3;
+  EngineOf<SingleDevice<>, MixedPrecision<fp16>, models::ModelC, Sgd<>> e(Sgd({.lr = 0.1}), o);
+  std::vector<float> poisoned(data.x.begin(), data.x.begin() + 8 * 784);
+  poisoned[0] = 1e6f;
+  const std::span<const std::int32_t> labels(data.y.data(), 8);
+  e.step({poisoned.data(), 8}, labels, {});
+  e.step({poisoned.data(), 8}, labels, {});
+  CHECK(e.loss_scale() == 16384.0); // 65536 -> 32768 -> 16384, the floor
+  CHECK_THROWS_AS(e.step({poisoned.data(), 8}, labels, {}), NumericError);
+}
+
+TEST_CASE("MixedPrecision: fp16 and bf16 trainers learn; fp16 resumes bit for bit, scaler state included") {
+  const Bands train_set(480, 3), test_set(200, 4);
+  for (int precision = 0; precision < 2; ++precision) {
+    TrainerOptions o{.batch_size = 32, .seed = 1, .log = nullptr};
+    if (precision == 0) {
+      Trainer<models::ModelC, Adam<>, SingleDevice<>, MixedPrecision<fp16>> t(Adam({.lr = 2e-3}), o);
+      const auto h = t.fit(train_set, 2, &test_set);
+      CHECK(*h.back().test_accuracy > 90.0);
+    } else {
+      Trainer<models::ModelB, Sgd<>, SingleDevice<>, MixedPrecision<bf16>> t(Sgd({.lr = 0.05, .momentum = 0.9}), o);
+      const auto h = t.fit(train_set, 2, &test_set);
+      CHECK(*h.back().test_accuracy > 90.0);
+    }
+  }
+  const fs::path dir = fs::temp_directory_path() / ("cohort_mixed_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  using T16 = Trainer<models::ModelA, Adadelta<>, SingleDevice<>, MixedPrecision<fp16>>;
+  TrainerOptions o{.batch_size = 48, .seed = 4, .max_steps = 14, .log = nullptr};
+  o.loss_scale.growth_interval = 4; // the scale moves during the run
+  T16 straight(Adadelta({.lr = 0.5}), o);
+  straight.fit(train_set, 5);
+  TrainerOptions half_way = o;
+  half_way.max_steps = 7;
+  T16 first(Adadelta({.lr = 0.5}), half_way);
+  first.fit(train_set, 5);
+  first.save(dir / "ckpt.safetensors");
+  T16 second(Adadelta({.lr = 0.5}), o);
+  second.resume(dir / "ckpt.safetensors");
+  second.fit(train_set, 5);
+  CHECK(std::equal(straight.parameters().values.begin(), straight.parameters().values.end(),
+                   second.parameters().values.begin()));
+  CHECK(straight.engine().loss_scale() == second.engine().loss_scale());
+  CHECK(straight.engine().loss_scale() > 65536.0);
+  // The fp16 checkpoint is an ordinary one: a float trainer loads it.
+  Trainer<models::ModelA, Adadelta<>> fp32(Adadelta({.lr = 0.5}), {.log = nullptr});
+  fp32.resume(dir / "ckpt.safetensors");
+  CHECK(
+      std::equal(fp32.parameters().values.begin(), fp32.parameters().values.end(), first.parameters().values.begin()));
+  fs::remove_all(dir);
+}
