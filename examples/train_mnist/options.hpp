@@ -32,8 +32,8 @@ struct TrainMnistOptions {
   std::string precision = "fp32"; // fp32 | fp16 | bf16
 };
 
-// One translation unit per model and precision (generated from model.cpp.in), so the twelve
-// instantiations compile in parallel.
+// One translation unit per model (generated from model.cpp.in), so the models compile in
+// parallel; each defines the model's three precisions.
 // clang-format off
 #define TRAIN_MNIST_FOR_EACH(X)          \
   X(a, fp32) X(a, fp16) X(a, bf16)       \
