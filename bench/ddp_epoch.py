@@ -25,6 +25,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import append_jsonl, print_table  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -112,22 +115,10 @@ def main():
         lines.append([r["framework"], r["parallel"], f"{r['epoch_s']:.2f}", f"{r['samples_per_s']:.0f}",
                       f"{r['test_accuracy']:.2f}", f"{r['speedup']:.2f}", f"{r['scaling_efficiency']:.2f}",
                       f"{r['vs_torch']:.2f}" if r["vs_torch"] else ""])
-    if a.markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "---|" * len(head))
-        for l in lines:
-            print("| " + " | ".join(l) + " |")
-    else:
-        w = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
-        print("  ".join(h.ljust(w[i]) for i, h in enumerate(head)))
-        for l in lines:
-            print("  ".join(c.ljust(w[i]) for i, c in enumerate(l)))
+    print_table(head, lines, a.markdown)
     print(f"medians of {a.reps} runs; cohort / torch compares the same configuration (single with single, "
           f"2 processes or replicas with gloo DDP 2x1)")
-    if a.json:
-        with open(a.json, "a") as f:
-            for r in rows:
-                f.write(json.dumps(r) + "\n")
+    append_jsonl(a.json, rows)
 
 
 if __name__ == "__main__":

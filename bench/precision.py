@@ -22,6 +22,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import append_jsonl, print_table  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PRECISIONS = ["fp32", "fp16", "bf16"]
@@ -108,21 +111,9 @@ def main():
               f"{r['test_accuracy']:.2f}" if r["test_accuracy"] is not None else "",
               f"{r['accuracy_vs_fp32']:+.2f}" if r["accuracy_vs_fp32"] is not None else "",
               f"{r['vs_torch']:.2f}" if r["vs_torch"] else ""] for r in rows]
-    if a.markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "---|" * len(head))
-        for l in lines:
-            print("| " + " | ".join(l) + " |")
-    else:
-        w = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
-        print("  ".join(h.ljust(w[i]) for i, h in enumerate(head)))
-        for l in lines:
-            print("  ".join(c.ljust(w[i]) for i, c in enumerate(l)))
+    print_table(head, lines, a.markdown)
     print(f"medians of {a.reps} runs of {a.epochs} epochs, {a.threads} thread(s), batch 128")
-    if a.json:
-        with open(a.json, "a") as f:
-            for r in rows:
-                f.write(json.dumps(r) + "\n")
+    append_jsonl(a.json, rows)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ import json
 import os
 import statistics
 import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import append_jsonl  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -63,10 +67,7 @@ def main():
         print("\n| model | configuration | samples/s | x 1 device, 1 thread |\n|---|---|---|---|")
         for r in rows:
             print(f"| {r['model']} | {r['configuration']} | {r['samples_per_s']:.0f} | {r['vs_1_thread']:.2f} |")
-    if a.json:
-        with open(a.json, "a") as f:
-            for r in rows:
-                f.write(json.dumps(r) + "\n")
+    append_jsonl(a.json, rows)
 
 
 if __name__ == "__main__":

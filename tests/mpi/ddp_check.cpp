@@ -32,9 +32,11 @@
 #include <vector>
 
 #include "support/bands.hpp"
+#include "support/compare.hpp"
 
 using namespace cohort;
 using test::Bands;
+using test::relative_difference;
 
 namespace {
 
@@ -49,15 +51,6 @@ using Wider = Sequential<Input<1, 28, 28>, Conv2d<1, 32, 3, 1, 1>, ReLU, MaxPool
 template <class Params>
 std::vector<float> values(Params& p) {
   return {p.values.begin(), p.values.end()};
-}
-
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 1e-30;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, double(std::abs(a[i] - b[i])));
-    scale = std::max(scale, double(std::abs(b[i])));
-  }
-  return diff / scale;
 }
 
 void write(const std::string& path, const std::vector<float>& v) {

@@ -16,23 +16,14 @@
 #include <cohort/train/trainer.hpp>
 
 #include "support/bands.hpp"
+#include "support/compare.hpp"
 
 using namespace cohort;
 namespace fs = std::filesystem;
 using test::Bands;
+using test::relative_difference;
 
 namespace {
-
-/// Largest |a - b| over the largest |b|.
-template <class A, class B>
-double relative_difference(const A& a, const B& b) {
-  double diff = 0, scale = 1e-30;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::abs(double(b[i])));
-  }
-  return diff / scale;
-}
 
 /// ||a - b|| / ||b||: a few flipped ReLU masks or max-pool choices (inputs within rounding of
 /// a kink) move single gradient entries a lot but the whole gradient little.

@@ -49,6 +49,17 @@ Comparison compare(std::span<const A> actual, std::span<const B> expected, doubl
   return c;
 }
 
+/// max |a - b| / max |b| over two same-sized ranges (infinite when a difference is NaN or the
+/// sizes differ), for tests that bound or report it themselves.
+template <class A, class B>
+double relative_difference(const A& a, const B& b) {
+  const std::span sa(a), sb(b);
+  if (sa.size() != sb.size()) return INFINITY;
+  return compare(std::span<const typename decltype(sa)::value_type>(sa),
+                 std::span<const typename decltype(sb)::value_type>(sb), 0, "")
+      .worst;
+}
+
 } // namespace cohort::test
 
 /// CHECK that two tensors agree to `rtol` of the expected tensor's largest magnitude.

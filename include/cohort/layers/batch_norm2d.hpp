@@ -82,22 +82,32 @@ struct BatchNorm2d {
         return false;
     }();
 
-    template <class Backend, class T>
-    static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
-      using K = ops::BatchNormKernels<Backend>;
+    /// What both forwards (plain and fused with ReLU + MaxPool2d) share: the tensors, the mode,
+    /// and moving the running statistics after a training pass that may update them.
+    template <class Backend, class T, class Train, class Eval>
+    static void forward_with(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws, Train&& train, Eval&& eval) {
       const auto* gamma = weights(a) + offsets[0];
       const auto* beta = weights(a) + offsets[1];
       auto* mean = a.buffers + buffer_offsets[0];
       auto* var = a.buffers + buffer_offsets[1];
-      if (a.step.mode == Mode::train) {
-        K::template forward_train<geometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws, a.fused_relu);
-        if (a.step.update_buffers) {
-          K::template update_running<geometry>(a.ctx, mean, var, a.batch, momentum, ws);
-          ++a.counters[0];
-        }
-      } else {
-        K::template forward_eval<geometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch, eps, ws, a.fused_relu);
+      if (a.step.mode != Mode::train) return eval(gamma, beta, mean, var);
+      train(gamma, beta);
+      if (a.step.update_buffers) {
+        ops::BatchNormKernels<Backend>::template update_running<geometry>(a.ctx, mean, var, a.batch, momentum, ws);
+        ++a.counters[0];
       }
+    }
+    template <class Backend, class T>
+    static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
+      using K = ops::BatchNormKernels<Backend>;
+      forward_with(
+          a, ws,
+          [&](const auto* gamma, const auto* beta) {
+            K::template forward_train<geometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws, a.fused_relu);
+          },
+          [&](const auto* gamma, const auto* beta, const auto* mean, const auto* var) {
+            K::template forward_eval<geometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch, eps, ws, a.fused_relu);
+          });
     }
     template <class Backend, class T>
     static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
@@ -110,20 +120,15 @@ struct BatchNorm2d {
     template <class Backend, class T, class PoolGeometry>
     static void forward_relu_pool(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       using K = ops::BatchNormKernels<Backend>;
-      const auto* gamma = weights(a) + offsets[0];
-      const auto* beta = weights(a) + offsets[1];
-      auto* mean = a.buffers + buffer_offsets[0];
-      auto* var = a.buffers + buffer_offsets[1];
-      if (a.step.mode == Mode::train) {
-        K::template forward_train_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws);
-        if (a.step.update_buffers) {
-          K::template update_running<geometry>(a.ctx, mean, var, a.batch, momentum, ws);
-          ++a.counters[0];
-        }
-      } else {
-        K::template forward_eval_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch,
-                                                                   eps, ws);
-      }
+      forward_with(
+          a, ws,
+          [&](const auto* gamma, const auto* beta) {
+            K::template forward_train_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws);
+          },
+          [&](const auto* gamma, const auto* beta, const auto* mean, const auto* var) {
+            K::template forward_eval_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch,
+                                                                       eps, ws);
+          });
     }
     /// Its backward: `a.dy` and `a.y` are the pool's output gradient and output.
     template <class Backend, class T, class PoolGeometry>

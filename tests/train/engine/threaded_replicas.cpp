@@ -15,6 +15,7 @@
 #include <cohort/train/trainer.hpp>
 
 #include "support/bands.hpp"
+#include "support/compare.hpp"
 
 using namespace cohort;
 namespace fs = std::filesystem;
@@ -22,19 +23,10 @@ namespace fs = std::filesystem;
 namespace {
 
 using test::Bands;
+using test::relative_difference;
 
 template <class Parallel, class Net, class Opt>
 using EngineOf = detail::TrainEngine<Parallel, FullPrecision, Net, Opt>;
-
-/// Largest |a - b| over the largest |b|.
-double relative_difference(std::span<const float> a, std::span<const float> b) {
-  double diff = 0, scale = 1e-30;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, double(std::abs(a[i] - b[i])));
-    scale = std::max(scale, double(std::abs(b[i])));
-  }
-  return diff / scale;
-}
 
 template <class Engine>
 std::vector<float> values(Engine& e) {

@@ -96,6 +96,26 @@ struct LocalCollectives {
   void sync_buffers() {}
 };
 
+/// Parameters initialised from `seed` (every replica and rank starts from the same values).
+template <class Params>
+Params initialized_parameters(std::uint64_t seed) {
+  Params p;
+  p.initialize(seed);
+  return p;
+}
+
+/// The StepInfo of a training micro-batch: its dropout masks follow the global sample numbers
+/// `offset`, `offset + stride`, ...; only `update_buffers` passes move running statistics.
+inline StepInfo train_step_info(std::uint64_t seed, const MicroStep& m, std::uint64_t offset = 0,
+                                std::uint64_t stride = 1, bool update_buffers = true) {
+  return {.mode = Mode::train,
+          .seed = seed,
+          .step = m.forward_pass,
+          .sample_offset = offset,
+          .sample_stride = stride,
+          .update_buffers = update_buffers};
+}
+
 /// Predictions that match the labels, from (n, classes) scores.
 template <class Net>
 std::size_t count_correct(const float* y, std::span<const std::int32_t> labels) {

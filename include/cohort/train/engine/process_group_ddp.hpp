@@ -91,8 +91,9 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   TrainEngine(Opt opt, const EngineOptions& o)
-      : o_(o.parallel), seed_(o.seed), comm_(o.parallel.timeout_s), params_(initialized(o.seed)),
-        prec_(params_, o.loss_scale), replica_(ThreadPool::global()), opt_(std::move(opt)) {
+      : o_(o.parallel), seed_(o.seed), comm_(o.parallel.timeout_s),
+        params_(initialized_parameters<params_type>(o.seed)), prec_(params_, o.loss_scale),
+        replica_(ThreadPool::global()), opt_(std::move(opt)) {
     rank_ = std::size_t(comm_.rank());
     world_ = std::size_t(comm_.size());
     scatter_comm_ = comm_.duplicate();
@@ -225,12 +226,6 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
                       "the broadcast of rank 0's counters");
   }
 
-  static params_type initialized(std::uint64_t seed) {
-    params_type p;
-    p.initialize(seed);
-    return p;
-  }
-
   /// Rank 0's master parameters, running statistics and optimiser state to every rank; the
   /// compute copy follows.
   void broadcast_model(const char* what) {
@@ -245,19 +240,10 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     opt_.set_steps(steps);
   }
 
-  StepInfo train_info(const MicroStep& m, std::uint64_t offset, std::uint64_t stride, bool update_buffers) const {
-    return {.mode = Mode::train,
-            .seed = seed_,
-            .step = m.forward_pass,
-            .sample_offset = offset,
-            .sample_stride = stride,
-            .update_buffers = update_buffers};
-  }
-
   /// The rank's batch in one pass; buckets start from the backward hook on the last micro-batch.
   double step_rank(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
     const double scale = prec_.loss_factor() / (double(world_) * double(m.count));
-    const StepInfo info = train_info(m, rank_, world_, rank_ == 0);
+    const StepInfo info = train_step_info(seed_, m, rank_, world_, rank_ == 0);
     if (!m.last())
       return replica_.train(prec_.compute(), grads_, x, labels, info, scale, m.index > 0, NoHook{},
                             prec_.master_values());
@@ -283,7 +269,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
         continue;
       }
       const double share = double(count) / global;
-      const StepInfo info = train_info(m, j, chunks, j == 0);
+      const StepInfo info = train_step_info(seed_, m, j, chunks, j == 0);
       const input_view chunk{replica_.chunk_x.data(), count};
       const double scale = prec_.loss_factor() * share / double(m.count);
       if (m.last() && s + 1 == per_rank)

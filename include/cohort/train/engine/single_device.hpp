@@ -24,11 +24,11 @@ class TrainEngine<SingleDevice<Cpu>, Precision, Net, Opt>
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   TrainEngine(Opt opt, const EngineOptions& o)
-      : seed_(o.seed), master_(initialized(o.seed)), prec_(master_, o.loss_scale), replica_(ThreadPool::global()),
-        opt_(std::move(opt)) {}
+      : seed_(o.seed), master_(initialized_parameters<params_type>(o.seed)), prec_(master_, o.loss_scale),
+        replica_(ThreadPool::global()), opt_(std::move(opt)) {}
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
-    const StepInfo info{.mode = Mode::train, .seed = seed_, .step = m.forward_pass};
+    const StepInfo info = train_step_info(seed_, m);
     // Each micro-batch contributes its mean gradient / count: the step sees their average.
     auto& g = replica_.gradients();
     const double l = replica_.train(prec_.compute(), g, x, labels, info, prec_.loss_factor() / double(m.count),
@@ -53,12 +53,6 @@ class TrainEngine<SingleDevice<Cpu>, Precision, Net, Opt>
   Replica<Net, compute_type>& replica() noexcept { return replica_; }
 
  private:
-  static params_type initialized(std::uint64_t seed) {
-    params_type p;
-    p.initialize(seed);
-    return p;
-  }
-
   std::uint64_t seed_;
   params_type master_;
   PrecisionState<Precision, Net> prec_;

@@ -50,8 +50,8 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
   static constexpr std::size_t in_size = Net::input_shape::size;
 
   TrainEngine(Opt opt, const EngineOptions& o)
-      : o_(o.parallel), seed_(o.seed), n_(count(o.parallel)), team_(n_), params_(initialized(o.seed)),
-        prec_(params_, o.loss_scale), opt_(std::move(opt)) {
+      : o_(o.parallel), seed_(o.seed), n_(count(o.parallel)), team_(n_),
+        params_(initialized_parameters<params_type>(o.seed)), prec_(params_, o.loss_scale), opt_(std::move(opt)) {
     check_chunks(o_, n_, "replica count");
     if (o_.threads_per_replica == 0) throw ValueError("ThreadedReplicas: threads_per_replica must be at least 1");
     for (std::size_t r = 0; r < n_; ++r) {
@@ -94,12 +94,6 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
   PrecisionState<Precision, Net>& precision() noexcept { return prec_; }
 
  private:
-  static params_type initialized(std::uint64_t seed) {
-    params_type p;
-    p.initialize(seed);
-    return p;
-  }
-
   static std::size_t count(const DataParallelOptions& o) {
     if constexpr (N != dynamic_replicas) {
       return N;
@@ -115,15 +109,6 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
     return {r * base + std::min(r, extra), base + (r < extra ? 1 : 0)};
   }
 
-  StepInfo train_info(const MicroStep& m, std::uint64_t offset, std::uint64_t stride, bool update_buffers) const {
-    return {.mode = Mode::train,
-            .seed = seed_,
-            .step = m.forward_pass,
-            .sample_offset = offset,
-            .sample_stride = stride,
-            .update_buffers = update_buffers};
-  }
-
   double step_shards(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
     const std::size_t n = labels.size();
     std::vector<double> loss(n_, 0.0);
@@ -137,7 +122,7 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
         }
         const double share = double(count) / double(n);
         loss[r] = share * replicas_[r]->train(prec_.compute(), g, {x.data() + begin * in_size, count},
-                                              labels.subspan(begin, count), train_info(m, begin, 1, r == 0),
+                                              labels.subspan(begin, count), train_step_info(seed_, m, begin, 1, r == 0),
                                               prec_.loss_factor() * share / double(m.count), m.index > 0, NoHook{},
                                               prec_.master_values());
       }
@@ -168,8 +153,9 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
           }
           const double share = double(count) / double(n);
           loss[j] = share * rep.train(prec_.compute(), g, {rep.chunk_x.data(), count}, rep.chunk_labels,
-                                      train_info(m, j, chunks, j == 0), prec_.loss_factor() * share / double(m.count),
-                                      m.index > 0, NoHook{}, prec_.master_values());
+                                      train_step_info(seed_, m, j, chunks, j == 0),
+                                      prec_.loss_factor() * share / double(m.count), m.index > 0, NoHook{},
+                                      prec_.master_values());
         }
     });
     if (m.last()) {
