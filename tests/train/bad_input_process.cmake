@@ -1,5 +1,6 @@
-# The example trainer on bad input: a corrupted data file and a corrupted checkpoint give a clear
-# error naming the file, a non-zero exit, and change nothing on disk.
+# The example trainer on bad input: a corrupted data file, a corrupted checkpoint and an unknown
+# --precision each give a clear error naming what is wrong, a non-zero exit, and change nothing
+# on disk.
 #   cmake -DEXE=train_mnist -DWORK=dir -P bad_input_process.cmake
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK}/data)
@@ -24,3 +25,10 @@ if(rc EQUAL 0 OR NOT err MATCHES "ckpt.safetensors: " OR NOT previous STREQUAL "
   message(FATAL_ERROR "a corrupt checkpoint was not reported cleanly (exit ${rc}, out file '${previous}'): ${err}")
 endif()
 message(STATUS "corrupt checkpoint: ${err}")
+
+# A precision it does not have: a non-zero exit naming the flag, the value and the choices.
+execute_process(COMMAND ${EXE} --precision fp8 --max-steps 1 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "--precision: fp8 not in {fp32,fp16,bf16}")
+  message(FATAL_ERROR "an unknown --precision was not reported clearly (exit ${rc}): ${out}${err}")
+endif()
+message(STATUS "unknown precision: ${out}${err}")
