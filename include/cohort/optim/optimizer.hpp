@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cohort/backend/cpu/thread_pool.hpp"
@@ -35,6 +36,16 @@ concept Optimizer = requires(O& o, std::span<float> p, std::span<const float> g)
   { o.steps() } -> std::convertible_to<std::uint64_t>;
   o.slots();
 };
+
+/// The name a checkpoint records for optimiser `o`: its type's static `name`, or, for a run-time
+/// choice such as OptimizerVariant, the held optimiser's.
+template <class O>
+std::string_view optimizer_name(const O& o) noexcept {
+  if constexpr (requires { o.name(); })
+    return o.name();
+  else
+    return O::name;
+}
 
 namespace detail {
 /// What every optimiser shares: the step count and stepping a whole network.

@@ -173,7 +173,7 @@ void save_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, con
   SafetensorsWriter w;
   w.set_metadata("format", "pt");
   w.set_metadata("cohort.network", Params::net_type::signature());
-  w.set_metadata("cohort.optimizer", std::string(Opt::name));
+  w.set_metadata("cohort.optimizer", std::string(optimizer_name(opt)));
   w.set_metadata("cohort.optimizer.steps", std::to_string(opt.steps()));
   w.set_metadata("cohort.trainer.step", std::to_string(s.step));
   w.set_metadata("cohort.trainer.epoch", std::to_string(s.epoch));
@@ -207,12 +207,12 @@ TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& 
   std::vector<std::string> problems;
   detail::check_model_tensors(f, p, problems);
   const auto opt_it = f.metadata().find("cohort.optimizer");
-  const bool same_optimizer = opt_it != f.metadata().end() && opt_it->second == Opt::name;
+  const bool same_optimizer = opt_it != f.metadata().end() && opt_it->second == optimizer_name(opt);
   if (opt_it == f.metadata().end())
     problems.push_back("metadata cohort.optimizer: missing (a weights-only file? use load_weights / --init-from)");
   else if (!same_optimizer)
     problems.push_back(
-        detail::concat("optimizer: the file was written by ", opt_it->second, ", this run uses ", Opt::name));
+        detail::concat("optimizer: the file was written by ", opt_it->second, ", this run uses ", optimizer_name(opt)));
   TrainerState s;
   const std::uint64_t opt_steps = detail::metadata_u64(f, "cohort.optimizer.steps", problems);
   s.step = detail::metadata_u64(f, "cohort.trainer.step", problems);

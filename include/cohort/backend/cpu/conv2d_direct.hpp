@@ -365,61 +365,32 @@ inline int width(Isa isa) noexcept { return isa == Isa::avx512 ? 16 : isa == Isa
 template <class G>
 void forward_samples_dispatch(Isa isa, const float* xt, std::size_t count, const float* wpk, const float* bias,
                               float* yw) {
-  switch (isa) {
-  case Isa::avx512:
-    forward_samples_avx512<G>(xt, count, wpk, bias, yw);
-    break;
-  case Isa::avx2:
-    forward_samples_avx2<G>(xt, count, wpk, bias, yw);
-    break;
-  default:
-    forward_samples_generic<G>(xt, count, wpk, bias, yw);
-    break;
-  }
+  dispatch_isa(
+      isa, [&] { forward_samples_avx512<G>(xt, count, wpk, bias, yw); },
+      [&] { forward_samples_avx2<G>(xt, count, wpk, bias, yw); },
+      [&] { forward_samples_generic<G>(xt, count, wpk, bias, yw); });
 }
 template <class G>
 void weight_grad_tile_dispatch(Isa isa, const float* xt, const float* dyt, std::size_t nb, std::size_t t, float* dwt,
                                bool first) {
-  switch (isa) {
-  case Isa::avx512:
-    weight_grad_tile_avx512<G>(xt, dyt, nb, t, dwt, first);
-    break;
-  case Isa::avx2:
-    weight_grad_tile_avx2<G>(xt, dyt, nb, t, dwt, first);
-    break;
-  default:
-    weight_grad_tile_generic<G>(xt, dyt, nb, t, dwt, first);
-    break;
-  }
+  dispatch_isa(
+      isa, [&] { weight_grad_tile_avx512<G>(xt, dyt, nb, t, dwt, first); },
+      [&] { weight_grad_tile_avx2<G>(xt, dyt, nb, t, dwt, first); },
+      [&] { weight_grad_tile_generic<G>(xt, dyt, nb, t, dwt, first); });
 }
 
 template <class G>
 void weight_grad_channel_dispatch(Isa isa, const float* xt, const float* dyw, std::size_t nb, float* acc) {
-  switch (isa) {
-  case Isa::avx512:
-    weight_grad_channel_avx512<G>(xt, dyw, nb, acc);
-    break;
-  case Isa::avx2:
-    weight_grad_channel_avx2<G>(xt, dyw, nb, acc);
-    break;
-  default:
-    weight_grad_channel_generic<G>(xt, dyw, nb, acc);
-    break;
-  }
+  dispatch_isa(
+      isa, [&] { weight_grad_channel_avx512<G>(xt, dyw, nb, acc); },
+      [&] { weight_grad_channel_avx2<G>(xt, dyw, nb, acc); },
+      [&] { weight_grad_channel_generic<G>(xt, dyw, nb, acc); });
 }
 template <class G>
 void pool_wide_dispatch(Isa isa, const float* yw, float* y, std::uint8_t* win) {
-  switch (isa) {
-  case Isa::avx512:
-    pool_wide_avx512<G>(yw, y, win);
-    break;
-  case Isa::avx2:
-    pool_wide_avx2<G>(yw, y, win);
-    break;
-  default:
-    pool_wide_generic<G>(yw, y, win);
-    break;
-  }
+  dispatch_isa(
+      isa, [&] { pool_wide_avx512<G>(yw, y, win); }, [&] { pool_wide_avx2<G>(yw, y, win); },
+      [&] { pool_wide_generic<G>(yw, y, win); });
 }
 
 /// The dW kernel's tile count and channel padding for an instruction set.
@@ -506,10 +477,8 @@ COHORT_TARGET_AVX2 void transpose_dy_avx2(const float* dy, float* dyt, std::size
 }
 template <class G>
 void transpose_dy(const float* dy, float* dyt, std::size_t padded, const float* relu_of = nullptr) {
-  if (active_isa() != Isa::generic)
-    transpose_dy_avx2<G>(dy, dyt, padded, relu_of);
-  else
-    transpose_dy_impl<G, false>(dy, dyt, padded, relu_of);
+  const auto vector = [&] { transpose_dy_avx2<G>(dy, dyt, padded, relu_of); };
+  dispatch_isa(active_isa(), vector, vector, [&] { transpose_dy_impl<G, false>(dy, dyt, padded, relu_of); });
 }
 
 /// Output rows of the forward kernel's blocks (Cout rounded up to the tile's MR) for an
@@ -527,12 +496,10 @@ std::size_t forward_rows(Isa isa) noexcept {
 template <class G, class Gk, class T>
 void pack_for(Isa isa, const T* w, HostBuffer<float>& out, bool transpose_rotate) {
   out.resize(forward_rows<Gk>(isa) * Gk::in_channels * Gk::kernel * Gk::kernel);
-  if (isa == Isa::avx512)
-    pack_weights<G, ForwardTile<16, Gk>::mr>(w, out.data(), transpose_rotate);
-  else if (isa == Isa::avx2)
-    pack_weights<G, ForwardTile<8, Gk>::mr>(w, out.data(), transpose_rotate);
-  else
-    pack_weights<G, ForwardTile<4, Gk>::mr>(w, out.data(), transpose_rotate);
+  dispatch_isa(
+      isa, [&] { pack_weights<G, ForwardTile<16, Gk>::mr>(w, out.data(), transpose_rotate); },
+      [&] { pack_weights<G, ForwardTile<8, Gk>::mr>(w, out.data(), transpose_rotate); },
+      [&] { pack_weights<G, ForwardTile<4, Gk>::mr>(w, out.data(), transpose_rotate); });
 }
 
 /// Copies the valid columns of a wide output (rows x Wide::positions) into (rows, ho, wo),

@@ -72,12 +72,10 @@ template <class Rule, class... State>
 void apply_elementwise(ThreadPool& pool, const Rule& rule, std::size_t n, float* p, const float* g, State*... state) {
   const Isa isa = active_isa();
   pool.parallel_for(n, 32 * 1024, [&](std::size_t lo, std::size_t hi) {
-    if (isa == Isa::avx512)
-      [&]() COHORT_TARGET_AVX512 { detail::apply_range<16>(rule, lo, hi, p, g, state...); }();
-    else if (isa == Isa::avx2)
-      [&]() COHORT_TARGET_AVX2 { detail::apply_range<8>(rule, lo, hi, p, g, state...); }();
-    else
-      detail::apply_range<4>(rule, lo, hi, p, g, state...);
+    dispatch_isa(
+        isa, [&]() COHORT_TARGET_AVX512 { detail::apply_range<16>(rule, lo, hi, p, g, state...); },
+        [&]() COHORT_TARGET_AVX2 { detail::apply_range<8>(rule, lo, hi, p, g, state...); },
+        [&] { detail::apply_range<4>(rule, lo, hi, p, g, state...); });
   });
 }
 

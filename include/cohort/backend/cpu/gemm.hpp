@@ -219,17 +219,10 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
       detail::gemm_reference(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
       return;
     }
-    switch (active_isa()) {
-    case Isa::avx512:
-      detail::gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-      break;
-    case Isa::avx2:
-      detail::gemm_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-      break;
-    default:
-      detail::gemm_blocked<4>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-      break;
-    }
+    dispatch_isa(
+        active_isa(), [&] { detail::gemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); },
+        [&] { detail::gemm_avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); },
+        [&] { detail::gemm_blocked<4>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
   } else {
     detail::gemm_reference(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }

@@ -61,8 +61,47 @@ inline Isa detected_isa() noexcept {
 #endif
 }
 
-/// The instruction set kernels use: the detected one, narrowed by COHORT_ISA if set.
+/// The widest instruction set the compiler flags already assume (-march=native on an AVX-512
+/// machine: avx512).
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+inline constexpr Isa compiler_target_isa = Isa::avx512;
+#elif defined(__AVX2__) && defined(__FMA__)
+inline constexpr Isa compiler_target_isa = Isa::avx2;
+#else
+inline constexpr Isa compiler_target_isa = Isa::generic;
+#endif
+
+/// Whether kernels are compiled for `isa`. All three by default, so one binary runs the best
+/// path of any x86-64 CPU. With COHORT_CPU_TARGET_ISA_ONLY defined, only compiler_target_isa:
+/// a binary built with -march=native needs that CPU anyway, and the narrower paths would cost
+/// compile time for nothing (train_mnist builds this way). COHORT_ISA cannot then choose a path.
+constexpr bool compiled_isa(Isa isa) noexcept {
+#ifdef COHORT_CPU_TARGET_ISA_ONLY
+  return isa == compiler_target_isa;
+#else
+  (void)isa;
+  return true;
+#endif
+}
+
+/// Calls the one of `avx512()`, `avx2()`, `generic()` that matches `isa`, among the compiled
+/// ones. For dispatchers of templated kernels: a path that is not compiled is never referenced,
+/// so its kernel is not instantiated into code.
+template <class A, class B, class C>
+COHORT_ALWAYS_INLINE void dispatch_isa(Isa isa, A&& avx512, B&& avx2, C&& generic) {
+  if constexpr (compiled_isa(Isa::avx512))
+    if (isa == Isa::avx512) return avx512();
+  if constexpr (compiled_isa(Isa::avx2))
+    if (isa == Isa::avx2) return avx2();
+  if constexpr (compiled_isa(Isa::generic)) generic();
+}
+
+/// The instruction set kernels use: the detected one, narrowed by COHORT_ISA if set (or, with
+/// COHORT_CPU_TARGET_ISA_ONLY, the one compiled).
 inline Isa active_isa() noexcept {
+#ifdef COHORT_CPU_TARGET_ISA_ONLY
+  return compiler_target_isa;
+#endif
   static const Isa isa = [] {
     const Isa best = detected_isa();
     const char* env = std::getenv("COHORT_ISA");

@@ -197,7 +197,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     std::vector<std::string> lines = network_signature<Net>();
     lines.push_back("parallel: ProcessGroupDDP<Mpi>");
     lines.push_back(concat("precision: ", Precision::name));
-    lines.push_back(concat("optimizer: ", Opt::name));
+    lines.push_back(concat("optimizer: ", optimizer_name(opt_)));
     lines.push_back(concat("deterministic: ", o_.deterministic ? "on" : "off", ", chunks ", o_.deterministic_chunks));
     lines.push_back(concat("bucket_kib: ", o_.bucket_kib));
     lines.insert(lines.end(), extra.begin(), extra.end());
