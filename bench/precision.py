@@ -11,7 +11,11 @@ cohort / torch for the same model and precision. PyTorch runs 10 warm-up and --t
 steps per configuration (throughput and memory only: its CPU fp16 is too slow for whole epochs),
 so its accuracy column is empty. JSON lines go to --json.
 
+"bf16-nodot" is cohort's bf16 with its bf16 dot-product engine turned off (COHORT_BF16_DOT=off:
+every layer converts to float), to show what AMX buys where the CPU has it (gemm_bf16.hpp).
+
     python3 bench/precision.py --reps 2 --epochs 2 --threads 2 --json bench/precision.jsonl --markdown
+    python3 bench/precision.py --precisions fp32 bf16 bf16-nodot --epochs 1 --reps 3 --markdown
 """
 import argparse
 import json
@@ -27,12 +31,13 @@ from report import append_jsonl, print_table  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-PRECISIONS = ["fp32", "fp16", "bf16"]
+PRECISIONS = ["fp32", "fp16", "bf16", "bf16-nodot"]
 
 
-def run(cmd):
+def run(cmd, env=None):
     """Runs cmd; returns (stdout, peak RSS in MiB) from the child's own rusage."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(os.environ, **(env or {})))
     out = p.stdout.read()
     _, status, usage = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
@@ -45,9 +50,10 @@ def cohort(a, model, precision, tmp):
     metrics = os.path.join(tmp, "m.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
-    out, rss = run([a.train_mnist, "--model", model, "--precision", precision, "--epochs", str(a.epochs),
-                    "--threads", str(a.threads), "--log-interval", "0", "--data-dir", a.data_dir,
-                    "--metrics", metrics])
+    nodot = precision == "bf16-nodot"
+    out, rss = run([a.train_mnist, "--model", model, "--precision", "bf16" if nodot else precision, "--epochs",
+                    str(a.epochs), "--threads", str(a.threads), "--log-interval", "0", "--data-dir", a.data_dir,
+                    "--metrics", metrics], env={"COHORT_BF16_DOT": "off"} if nodot else None)
     with open(metrics) as f:
         last = [json.loads(line) for line in f][-1]
     acc = float(re.search(r"Test accuracy: ([0-9.]+)%", out).group(1))
@@ -69,6 +75,7 @@ def main():
     ap.add_argument("--python", default=sys.executable, help="the Python with torch")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--models", nargs="+", default=["A", "C"], choices=["A", "C"])
+    ap.add_argument("--precisions", nargs="+", default=PRECISIONS[:3], choices=PRECISIONS)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2)
@@ -77,7 +84,10 @@ def main():
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
     a = ap.parse_args()
-    configs = [(fw, m, p) for m in a.models for p in PRECISIONS for fw in (["cohort"] + ([] if a.no_torch else ["torch"]))]
+    if "fp32" not in a.precisions:
+        a.precisions.insert(0, "fp32")  # the baseline of "vs fp32"
+    configs = [(fw, m, p) for m in a.models for p in a.precisions
+               for fw in (["cohort"] + ([] if a.no_torch or p == "bf16-nodot" else ["torch"]))]
     runs = {c: [] for c in configs}
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(a.reps):
@@ -102,7 +112,7 @@ def main():
         r["speed_vs_fp32"] = r["samples_per_s"] / base["samples_per_s"]
         r["accuracy_vs_fp32"] = (r["test_accuracy"] - base["test_accuracy"]
                                  if r["test_accuracy"] is not None else None)
-        peer = by.get(("torch", r["model"], r["precision"]))
+        peer = by.get(("torch", r["model"], r["precision"].replace("-nodot", "")))
         r["vs_torch"] = r["samples_per_s"] / peer["samples_per_s"] if peer and r["framework"] == "cohort" else None
     head = ["framework", "model", "precision", "samples/s", "vs fp32", "peak MiB", "test acc %", "acc - fp32",
             "cohort / torch"]

@@ -137,7 +137,7 @@ TEST_CASE("safetensors: every truncation and random corruption is rejected clean
   CHECK(rejected > 1000); // most header corruptions are detected; the rest hit tensor bytes only
 }
 
-TEST_CASE("safetensors: writes are atomic; a failed write leaves the old file") {
+TEST_CASE("safetensors: writes are atomic, a failed write leaves the old file") {
   TempDir dir;
   const fs::path p = dir.path / "ckpt.safetensors";
   const std::vector<float> a{1.f}, b{2.f};

@@ -34,7 +34,7 @@ TEST_CASE("Dropout: identity in eval mode, drop rate close to P in training") {
   CHECK(std::abs(double(zeros) / 8000 - 0.25) < 0.02);
 }
 
-TEST_CASE("Dropout: fresh masks every training step; masks indexed by global sample") {
+TEST_CASE("Dropout: fresh masks every training step, masks indexed by global sample") {
   using Net = single_layer_net<Shape<64>, Dropout<0.5f>>;
   std::vector<float> x(4 * 64, 1.f);
   Network<Net> a(1), b(1);

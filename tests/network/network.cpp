@@ -70,7 +70,7 @@ TEST_CASE("Network: no heap allocation after the first step, even with a smaller
   CHECK(g_allocations.load() == before);
 }
 
-TEST_CASE("Network: accumulate adds to the gradients; zero_grad clears them") {
+TEST_CASE("Network: accumulate adds to the gradients, zero_grad clears them") {
   using models::ModelC;
   Network<ModelC> net(2);
   CrossEntropyLoss loss;

@@ -232,7 +232,7 @@ TEST_CASE("MixedPrecision<fp16>: too many skipped steps in a row is an error nam
   CHECK_THROWS_AS(e.step({poisoned.data(), 8}, labels, {}), NumericError);
 }
 
-TEST_CASE("MixedPrecision: fp16 and bf16 trainers learn; fp16 resumes bit for bit, scaler state included") {
+TEST_CASE("MixedPrecision: fp16 and bf16 trainers learn, and fp16 resumes bit for bit with the scaler state") {
   const Bands train_set(480, 3), test_set(200, 4);
   for (int precision = 0; precision < 2; ++precision) {
     TrainerOptions o{.batch_size = 32, .seed = 1, .log = nullptr};

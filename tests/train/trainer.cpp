@@ -123,7 +123,7 @@ TEST_CASE("Checkpoints: a mismatching or corrupt checkpoint changes nothing and 
   CHECK(fresh.step() == 0);
 }
 
-TEST_CASE("Checkpoints: tensors keep PyTorch's names and dtypes; weights files have no optimiser state") {
+TEST_CASE("Checkpoints: tensors keep PyTorch's names and dtypes, weights files have no optimiser state") {
   TempDir dir;
   Network<models::ModelB> net(3);
   save_weights(dir.path / "w.safetensors", net.parameters());

@@ -24,7 +24,7 @@ TEST_CASE("ThreadPool: every index exactly once, for any size and grain") {
     }
 }
 
-TEST_CASE("ThreadPool: exceptions reach the caller; the pool stays usable; resize works") {
+TEST_CASE("ThreadPool: exceptions reach the caller, the pool stays usable, resize works") {
   ThreadPool pool(2);
   CHECK_THROWS_WITH_AS(pool.parallel_for(100, 1,
                                          [](std::size_t lo, std::size_t) {
