@@ -105,7 +105,7 @@ struct dtype_of_impl<bfloat16> {
 };
 } // namespace detail
 
-/// The DType of a C++ element type .
+/// The DType of a C++ element type.
 template <class T>
 inline constexpr DType dtype_of = detail::dtype_of_impl<T>::value;
 

@@ -255,7 +255,7 @@ struct alignas(64) AmxConfig {
 COHORT_TARGET_AMX_BF16 inline void gemm_bf16_amx_rows(std::size_t i0, std::size_t i1, std::size_t n, std::size_t k,
                                                       const bfloat16* a, std::size_t lda, const bfloat16* bp, float* c,
                                                       std::size_t ldc, bool accumulate, bfloat16* apack) {
-  const std::size_t pairs = packed_bf16_pairs(k), kpad = 2 * pairs, panels = packed_bf16_panels(n);
+  const std::size_t pairs = packed_bf16_pairs(k), kpad = 2 * pairs;
   const std::size_t panel_stride = pairs * 2 * bf16_panel, real_panels = (n + bf16_panel - 1) / bf16_panel;
   alignas(64) float edge[32 * 32];
   const AmxConfig config;
@@ -289,7 +289,7 @@ COHORT_TARGET_AMX_BF16 inline void gemm_bf16_amx_rows(std::size_t i0, std::size_
         _tile_zero(3);
       }
       const bfloat16* b0 = bp + p * panel_stride;
-      const bfloat16* b1 = p + 1 < panels ? b0 + panel_stride : b0; // (panels is even)
+      const bfloat16* b1 = b0 + panel_stride; // exists: packed panels come in pairs
       for (std::size_t kc = 0; kc < kpad; kc += 32) {
         _tile_loadd(4, apack + kc, kpad * 2);
         _tile_loadd(5, apack + 16 * kpad + kc, kpad * 2);
@@ -320,9 +320,9 @@ COHORT_TARGET_AMX_BF16 inline void gemm_bf16_amx_rows(std::size_t i0, std::size_
 /// blocks. `engine` must be available on this CPU (bf16_dot_engine(), has_amx_bf16(), ...).
 inline void gemm_bf16(ThreadPool& pool, Bf16Dot engine, std::size_t m, std::size_t n, std::size_t k, const bfloat16* a,
                       std::size_t lda, const bfloat16* b_packed, float* c, std::size_t ldc, bool accumulate) {
+  if (engine == Bf16Dot::none) throw std::logic_error("gemm_bf16: no bf16 dot-product engine on this CPU");
   if (m == 0 || n == 0) return;
-  if (k == 0 || engine == Bf16Dot::none) {
-    if (engine == Bf16Dot::none) throw std::logic_error("gemm_bf16: no bf16 dot-product engine on this CPU");
+  if (k == 0) {
     if (!accumulate)
       for (std::size_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.f);
     return;
