@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """MixedPrecision on the CPU: cohort's fp32, fp16 (MixedPrecision<fp16>, dynamic loss scaling)
-and bf16 (MixedPrecision<bf16>) training of seed models A and C on Fashion-MNIST, against
+and bf16 (MixedPrecision<bf16>) training of the seed models (A and C by default) on Fashion-MNIST, against
 PyTorch's fp32 and torch.autocast fp16/bf16 in the same run (bench/torch_precision.py).
 
-Every configuration trains --epochs epochs (the seed recipes: A Adadelta 0.5, C Adam 1e-3,
-batch 128) --reps times, alternating; the table shows medians of samples/s (last epoch, training
+Every configuration trains --epochs epochs (the seed recipes: A Adadelta 0.5, B SGD 1e-4 batch
+100, C and D Adam 1e-3, batch 128) --reps times, alternating; the table shows medians of samples/s (last epoch, training
 loop only), peak resident memory (the process's maxrss) and test accuracy, with each 16-bit
 run's accuracy against the same framework's fp32 (the issue asks for within 0.5 points) and
 cohort / torch for the same model and precision. PyTorch runs 10 warm-up and --torch-steps timed
@@ -16,6 +16,10 @@ every layer converts to float), to show what AMX buys where the CPU has it (gemm
 
     python3 bench/precision.py --reps 2 --epochs 2 --threads 2 --json bench/precision.jsonl --markdown
     python3 bench/precision.py --precisions fp32 bf16 bf16-nodot --epochs 1 --reps 3 --markdown
+    python3 bench/precision.py --models B D --precisions fp32 bf16 bf16-nodot --cohort-steps 60 --torch-steps 60
+
+--cohort-steps N stops cohort's runs after N steps (throughput and memory only, no accuracy):
+for model D, whose epochs take minutes.
 """
 import argparse
 import json
@@ -46,24 +50,30 @@ def run(cmd, env=None):
     return out, usage.ru_maxrss / 1024
 
 
+def batch_size(model):
+    return 100 if model == "B" else 128
+
+
 def cohort(a, model, precision, tmp):
     metrics = os.path.join(tmp, "m.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
     nodot = precision == "bf16-nodot"
-    out, rss = run([a.train_mnist, "--model", model, "--precision", "bf16" if nodot else precision, "--epochs",
-                    str(a.epochs), "--threads", str(a.threads), "--log-interval", "0", "--data-dir", a.data_dir,
+    steps = ["--epochs", "1", "--max-steps", str(a.cohort_steps)] if a.cohort_steps else ["--epochs", str(a.epochs)]
+    out, rss = run([a.train_mnist, "--model", model, "--precision", "bf16" if nodot else precision, *steps,
+                    "--threads", str(a.threads), "--log-interval", "0", "--data-dir", a.data_dir,
                     "--metrics", metrics], env={"COHORT_BF16_DOT": "off"} if nodot else None)
     with open(metrics) as f:
         last = [json.loads(line) for line in f][-1]
-    acc = float(re.search(r"Test accuracy: ([0-9.]+)%", out).group(1))
+    acc = None if a.cohort_steps else float(re.search(r"Test accuracy: ([0-9.]+)%", out).group(1))
     return {"samples_per_s": last["samples_per_s"], "test_accuracy": acc, "peak_rss_mib": rss,
             "skipped_steps": last.get("skipped_steps", 0)}
 
 
 def torch(a, model, precision):
     out, rss = run([a.python, os.path.join(HERE, "torch_precision.py"), "--model", model, "--precision", precision,
-                    "--max-steps", str(a.torch_steps), "--threads", str(a.threads), "--data-dir", a.data_dir])
+                    "--max-steps", str(a.torch_steps), "--threads", str(a.threads), "--batch-size",
+                    str(batch_size(model)), "--data-dir", a.data_dir])
     r = json.loads(out.strip().splitlines()[-1])
     return {"samples_per_s": r["samples_per_s"], "test_accuracy": r["test_accuracy"], "peak_rss_mib": rss,
             "torch": r["torch"]}
@@ -74,11 +84,12 @@ def main():
     ap.add_argument("--train-mnist", default=os.path.join(ROOT, "build", "examples", "train_mnist"))
     ap.add_argument("--python", default=sys.executable, help="the Python with torch")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
-    ap.add_argument("--models", nargs="+", default=["A", "C"], choices=["A", "C"])
+    ap.add_argument("--models", nargs="+", default=["A", "C"], choices=["A", "B", "C", "D"])
     ap.add_argument("--precisions", nargs="+", default=PRECISIONS[:3], choices=PRECISIONS)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--cohort-steps", type=int, default=0, help="stop cohort's runs after N steps (no accuracy)")
     ap.add_argument("--torch-steps", type=int, default=150, help="timed PyTorch steps (throughput and memory only)")
     ap.add_argument("--json", help="append one JSON line per configuration (medians)")
     ap.add_argument("--markdown", action="store_true")
@@ -99,7 +110,7 @@ def main():
     rows = []
     for (fw, m, p), rs in runs.items():
         rows.append({"bench": "precision", "framework": fw, "model": m, "precision": p, "epochs": a.epochs,
-                     "threads": a.threads, "batch_size": 128,
+                     "threads": a.threads, "batch_size": batch_size(m), "cohort_steps": a.cohort_steps or None,
                      "samples_per_s": statistics.median(r["samples_per_s"] for r in rs),
                      "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in rs),
                      "test_accuracy": (statistics.median(r["test_accuracy"] for r in rs)
@@ -122,7 +133,8 @@ def main():
               f"{r['accuracy_vs_fp32']:+.2f}" if r["accuracy_vs_fp32"] is not None else "",
               f"{r['vs_torch']:.2f}" if r["vs_torch"] else ""] for r in rows]
     print_table(head, lines, a.markdown)
-    print(f"medians of {a.reps} runs of {a.epochs} epochs, {a.threads} thread(s), batch 128")
+    length = f"{a.cohort_steps} steps" if a.cohort_steps else f"{a.epochs} epochs"
+    print(f"medians of {a.reps} runs of {length}, {a.threads} thread(s), batch 128 (B: 100)")
     append_jsonl(a.json, rows)
 
 

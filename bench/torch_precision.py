@@ -28,7 +28,7 @@ from torch_throughput import model  # noqa: E402  (the seed models)
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", choices=["A", "C"], default="A")
+    ap.add_argument("--model", choices=["A", "B", "C", "D"], default="A")
     ap.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
@@ -42,8 +42,13 @@ def main():
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(tx, ty), batch_size=a.batch_size,
                                          shuffle=True, num_workers=0)
     net = model(a.model)
-    opt = (torch.optim.Adadelta(net.parameters(), lr=0.5) if a.model == "A"
-           else torch.optim.Adam(net.parameters(), lr=1e-3, eps=1e-7))
+    # train_mnist's defaults (the seed notebooks' recipes).
+    if a.model == "A":
+        opt = torch.optim.Adadelta(net.parameters(), lr=0.5)
+    elif a.model == "B":
+        opt = torch.optim.SGD(net.parameters(), lr=1e-4)
+    else:
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3, eps=1e-7)
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.precision)
     # GradScaler on the CPU for fp16 (torch >= 2.3), as cohort's MixedPrecision<fp16> scales.
     scaler = torch.amp.GradScaler("cpu") if a.precision == "fp16" else None

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "cohort/backend/cpu/context.hpp"
+#include "cohort/backend/cpu/conv2d_amx.hpp"
 #include "cohort/backend/cpu/conv2d_direct.hpp"
 #include "cohort/backend/cpu/conv2d_dy.hpp"
 #include "cohort/backend/cpu/convert.hpp"
@@ -107,9 +108,10 @@ struct ops::Conv2dKernels<Cpu> {
   /// with the sum of them.
   template <class G, class T>
   struct workspace {
-    HostBuffer<float> packed, packed_t; // weights for forward and for dX
-    HostBuffer<float> bias;             // the bias in float (16-bit storage types)
-    HostBuffer<std::uint8_t> window;    // fused pool: argmax of each window (2*down + right)
+    HostBuffer<float> packed, packed_t;            // weights for forward and for dX
+    HostBuffer<bfloat16> amx_packed, amx_packed_t; // the same for the AMX kernels (bfloat16)
+    HostBuffer<float> bias, bias_tiles;            // the bias in float (16-bit storage types), as AMX tiles
+    HostBuffer<std::uint8_t> window;               // fused pool: argmax of each window (2*down + right)
     void reserve(std::size_t) noexcept {}
   };
 
@@ -159,11 +161,10 @@ struct ops::Conv2dKernels<Cpu> {
                                 workspace<G, T>& ws) {
     static_assert(fuses_relu_pool<G, PG, T>, "Conv2dKernels<Cpu>: this convolution and pool cannot be fused");
     const Isa isa = cpu::active_isa();
-    cpu::direct::pack_for<G, G>(isa, w, ws.packed, false);
     if (ws.window.size() < batch * PG::out_size) ws.window.resize(batch * PG::out_size);
     std::uint8_t* window = ws.window.data();
-    run_groups<G>(
-        ctx, isa, batch, cpu::direct::forward_rows<G>(isa), ws.packed.data(), float_bias<G>(isa, b, ws),
+    run_direct<G, G>(
+        ctx, isa, w, false, float_bias<G>(isa, b, ws), batch, ws,
         [&](std::size_t n, float* xt) { cpu::direct::pad_sample<G>(sample(x, n, G::in_size), xt); },
         [&](std::size_t n, const float* wide) {
           float* out = staging<T>(pooled + n * PG::out_size, PG::out_size);
@@ -221,15 +222,70 @@ struct ops::Conv2dKernels<Cpu> {
                              workspace<G, T>& ws, bool relu) {
     using V = cpu::direct::Wide<G>;
     const Isa isa = cpu::active_isa();
-    cpu::direct::pack_for<G, G>(isa, w, ws.packed, false);
-    run_groups<G>(
-        ctx, isa, batch, cpu::direct::forward_rows<G>(isa), ws.packed.data(), float_bias<G>(isa, b, ws),
+    run_direct<G, G>(
+        ctx, isa, w, false, float_bias<G>(isa, b, ws), batch, ws,
         [&](std::size_t n, float* xt) { cpu::direct::pad_sample<G>(sample(x, n, G::in_size), xt); },
         [&](std::size_t n, const float* wide) {
           float* out = staging<T>(y + n * G::out_size, G::out_size);
           cpu::direct::unwiden<G>(wide, out, V::cout, relu);
           unstage(isa, out, y + n * G::out_size, G::out_size);
         });
+  }
+
+  /// Whether the forward kernel of Gk can run on AMX tiles for storage type T (the CPU decides
+  /// at run time).
+  template <class Gk, class T>
+  static constexpr bool amx_path = std::is_same_v<T, bfloat16>&& cpu::amx_conv::applicable<Gk>;
+
+  /// Runs the forward kernel of Gk over the batch with G's weights: Gk = G for the forward pass,
+  /// Gk = transposed_geometry<G> with `transpose_rotate` for dX. On AMX tiles for bfloat16 where
+  /// the CPU has them (bf16 dot products, fp32 sums), else the float kernel. `pad` and `unpad` as
+  /// for run_groups.
+  template <class G, class Gk, class T, class Pad, class Unpad>
+  static void run_direct(CpuContext& ctx, Isa isa, const T* w, bool transpose_rotate, const float* bias,
+                         std::size_t batch, workspace<G, T>& ws, Pad&& pad, Unpad&& unpad) {
+    if constexpr (amx_path<Gk, T>) {
+      if (cpu::bf16_dot_engine() == cpu::Bf16Dot::amx) {
+        HostBuffer<bfloat16>& packed = transpose_rotate ? ws.amx_packed_t : ws.amx_packed;
+        cpu::amx_conv::pack_weights<G, Gk>(w, packed, transpose_rotate);
+        const float* tiles = bias ? cpu::amx_conv::bias_tiles<Gk>(bias, ws.bias_tiles) : nullptr;
+        run_groups_amx<Gk>(ctx, batch, packed.data(), tiles, pad, unpad);
+        return;
+      }
+    }
+    HostBuffer<float>& packed = transpose_rotate ? ws.packed_t : ws.packed;
+    cpu::direct::pack_for<G, Gk>(isa, w, packed, transpose_rotate);
+    run_groups<Gk>(ctx, isa, batch, cpu::direct::forward_rows<Gk>(isa), packed.data(), bias, pad, unpad);
+  }
+
+  /// run_groups on AMX tiles: each sample's padded float planes become pair planes (bf16), then
+  /// groups of amx_conv::Shape<Gk>::group samples pass through the tile kernel.
+  template <class Gk, class Pad, class Unpad>
+  static void run_groups_amx(CpuContext& ctx, std::size_t batch, const bfloat16* packed, const float* bias, Pad&& pad,
+                             Unpad&& unpad) {
+    using V = cpu::direct::Wide<Gk>;
+    using S = cpu::amx_conv::Shape<Gk>;
+    const std::size_t threads = ctx.threads().size();
+    const std::size_t group = std::min(S::group, std::max<std::size_t>(1, (batch + threads - 1) / threads));
+    const std::size_t groups = (batch + group - 1) / group;
+    ctx.threads().parallel_for(groups, 1, [&, group](std::size_t lo, std::size_t hi) {
+      constexpr std::size_t out_stride = S::rows * V::positions, pair_stride = S::pair_planes * V::plane;
+      // Wide outputs, 32 floats of slack (the fused pool reads past a row's end), the group's
+      // pair planes (32-bit words), one sample's padded float planes.
+      float* wide =
+          cpu::detail::conv_scratch<float>(group * (out_stride + pair_stride) + 32 + V::cin * V::plane).data();
+      auto* pairs = reinterpret_cast<std::uint32_t*>(wide + group * out_stride + 32);
+      float* xt = wide + group * (out_stride + pair_stride) + 32;
+      for (std::size_t g = lo; g < hi; ++g) {
+        const std::size_t n0 = g * group, count = std::min(group, batch - n0);
+        for (std::size_t i = 0; i < count; ++i) {
+          pad(n0 + i, xt);
+          cpu::amx_conv::pair_planes<Gk>(xt, pairs + i * pair_stride);
+        }
+        cpu::amx_conv::forward_samples<Gk>(pairs, count, packed, bias, wide);
+        for (std::size_t i = 0; i < count; ++i) unpad(n0 + i, wide + i * out_stride);
+      }
+    });
   }
 
   /// Runs the direct forward kernel of Gk over `batch` samples in groups of forward_group<Gk>,
@@ -263,23 +319,88 @@ struct ops::Conv2dKernels<Cpu> {
   static void direct_backward(CpuContext& ctx, const T* x, const T* w, const Source& dy, T* dx, float* dw, float* db,
                               std::size_t batch, bool accumulate, workspace<G, T>& ws) {
     const Isa isa = cpu::active_isa();
-    if constexpr (cpu::direct::channel_weight_grad<G>)
-      channel_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate);
-    else
-      tiled_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate);
+    if (!amx_weight_grad<G>(ctx, x, dy, dw, db, batch, accumulate)) {
+      if constexpr (cpu::direct::channel_weight_grad<G>)
+        channel_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate);
+      else
+        tiled_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate);
+    }
     if (!dx) return;
     // dX: the "full" convolution of dY with the rotated, transposed kernel.
     using Gt = cpu::direct::transposed_geometry<G>;
     using Vt = cpu::direct::Wide<Gt>;
-    cpu::direct::pack_for<G, Gt>(isa, w, ws.packed_t, true);
-    run_groups<Gt>(
-        ctx, isa, batch, cpu::direct::forward_rows<Gt>(isa), ws.packed_t.data(), nullptr,
-        [&](std::size_t n, float* padded_dy) { dy.padded(n, padded_dy); },
+    run_direct<G, Gt>(
+        ctx, isa, w, true, nullptr, batch, ws, [&](std::size_t n, float* padded_dy) { dy.padded(n, padded_dy); },
         [&](std::size_t n, const float* wide) {
           float* out = staging<T>(dx + n * G::in_size, G::in_size);
           cpu::direct::unwiden<Gt>(wide, out, Vt::cout);
           unstage(isa, out, dx + n * G::in_size, G::in_size);
         });
+  }
+
+  /// dW and db on AMX tiles (amx_conv::GradShape) when T is bfloat16 and the CPU has them;
+  /// returns false (nothing done) otherwise. The batch is cut into at most 4 chunks of
+  /// consecutive samples, fixed by the batch size, each summed onto its own partial dW; the
+  /// partials and the per-sample bias sums are then added in order: the result does not depend on
+  /// the thread count.
+  template <class G, class T, class Source>
+  static bool amx_weight_grad(CpuContext& ctx, const T* x, const Source& dy, float* dw, float* db, std::size_t batch,
+                              bool accumulate) {
+    if constexpr (amx_path<G, T>) {
+      if (cpu::bf16_dot_engine() != cpu::Bf16Dot::amx) return false;
+      using V = cpu::direct::Wide<G>;
+      using S = cpu::amx_conv::GradShape<G>;
+      ThreadPool& pool = ctx.threads();
+      const std::size_t chunks = std::clamp<std::size_t>(batch / 32, 1, 4);
+      const std::size_t per_chunk = (batch + chunks - 1) / chunks;
+      // Transients of the calling thread, as 32-bit words (the pool's threads see them through
+      // pointers): transposed inputs, bf16 dY rows (two per word), partial dW, per-sample db.
+      auto* xtp = reinterpret_cast<std::uint32_t*>(cpu::detail::transient(0, batch * S::x_size));
+      auto* dyb = reinterpret_cast<bfloat16*>(cpu::detail::transient(1, (batch * S::dy_size + 1) / 2));
+      float* parts = cpu::detail::transient(2, chunks * S::part_size);
+      float* db_n = cpu::detail::transient(3, batch * G::out_channels);
+      pool.parallel_for(batch, 1, [&](std::size_t lo, std::size_t hi) {
+        float* planes = cpu::detail::conv_scratch<float>(V::cin * V::plane + V::positions).data();
+        float* row = planes + V::cin * V::plane;
+        for (std::size_t n = lo; n < hi; ++n) {
+          cpu::direct::pad_sample<G>(sample(x, n, G::in_size), planes);
+          cpu::amx_conv::transposed_pairs<G>(planes, xtp + n * S::x_size);
+          bfloat16* rows = dyb + n * S::dy_size;
+          for (std::size_t o = 0; o < G::out_channels; ++o) {
+            dy.wide_channel(n, o, row);
+            db_n[n * G::out_channels + o] = cpu::amx_conv::dy_row<G>(row, rows + o * S::k_positions);
+          }
+          std::fill(rows + G::out_channels * S::k_positions, rows + S::dy_size, bfloat16{});
+        }
+      });
+      pool.parallel_for(chunks * S::blocks, 1, [&](std::size_t lo, std::size_t hi) {
+        for (std::size_t c = lo / S::blocks; c * S::blocks < hi; ++c) {
+          const std::size_t j0 = std::max(lo, c * S::blocks) - c * S::blocks;
+          const std::size_t j1 = std::min(hi, (c + 1) * S::blocks) - c * S::blocks;
+          const std::size_t first = c * per_chunk, count = std::min(batch, first + per_chunk) - first;
+          cpu::amx_conv::weight_grad_blocks<G>(dyb + first * S::dy_size, xtp + first * S::x_size, count, j0, j1,
+                                               parts + c * S::part_size);
+        }
+      });
+      constexpr std::size_t taps = V::taps;
+      for (std::size_t o = 0; o < G::out_channels; ++o) {
+        for (std::size_t ci = 0; ci < G::in_channels; ++ci)
+          for (std::size_t t = 0; t < taps; ++t) {
+            const std::size_t at = (t * S::rows + o) * S::cols + ci;
+            float s = parts[at];
+            for (std::size_t c = 1; c < chunks; ++c) s += parts[c * S::part_size + at];
+            float& out = dw[(o * G::in_channels + ci) * taps + t];
+            out = accumulate ? out + s : s;
+          }
+        float s = db_n[o];
+        for (std::size_t n = 1; n < batch; ++n) s += db_n[n * G::out_channels + o];
+        db[o] = accumulate ? db[o] + s : s;
+      }
+      return true;
+    } else {
+      (void)ctx, (void)x, (void)dy, (void)dw, (void)db, (void)batch, (void)accumulate;
+      return false;
+    }
   }
 
   /// dW and db through (patch x channel) tiles over dY transposed to (position, channel).

@@ -176,6 +176,33 @@ namespace detail {
 #define COHORT_TARGET_AMX_BF16                                                                                         \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,amx-tile,amx-bf16")))
 
+#define COHORT_AMX_INLINE COHORT_TARGET_AMX_BF16 inline __attribute__((always_inline))
+
+// AMX tile instructions. GCC's _tile_* macros paste their tile argument into the instruction as
+// text (so it cannot be a template parameter) and declare no memory effects (so the compiler may
+// move ordinary loads and stores of the same buffers across them); these take the tile number as
+// a constant operand and tell the compiler that loads read and stores write memory.
+template <int T>
+COHORT_AMX_INLINE void tile_load(const void* p, std::size_t stride) {
+  asm volatile("{tileloadd\t(%0,%1,1), %%tmm%c2|tileloadd\t%%tmm%c2, [%0+%1*1]}" ::"r"(p), "r"(stride), "i"(T)
+               : "memory");
+}
+template <int T>
+COHORT_AMX_INLINE void tile_store(void* p, std::size_t stride) {
+  asm volatile("{tilestored\t%%tmm%c2, (%0,%1,1)|tilestored\t[%0+%1*1], %%tmm%c2}" ::"r"(p), "r"(stride), "i"(T)
+               : "memory");
+}
+template <int T>
+COHORT_AMX_INLINE void tile_zero() {
+  asm volatile("tilezero\t%%tmm%c0" ::"i"(T));
+}
+/// C += A * B over bf16 pairs (TDPBF16PS).
+template <int C, int A, int B>
+COHORT_AMX_INLINE void tile_dot() {
+  asm volatile("{tdpbf16ps\t%%tmm%c2, %%tmm%c1, %%tmm%c0|tdpbf16ps\t%%tmm%c0, %%tmm%c1, %%tmm%c2}" ::"i"(C), "i"(A),
+               "i"(B));
+}
+
 /// Rows of A per register tile, and pairs of k per cache block (the packed B block, 16 KiB per
 /// panel, stays in L2 while every row block passes over it).
 inline constexpr std::size_t bf16_mr = 8, bf16_kc_pairs = 256;
@@ -278,32 +305,32 @@ COHORT_TARGET_AMX_BF16 inline void gemm_bf16_amx_rows(std::size_t i0, std::size_
         for (std::size_t r = 0; r < 32; ++r)
           for (std::size_t j = 0; j < 32; ++j) edge[r * 32 + j] = r < rows && j < cols ? cb[r * ldc + j] : 0.f;
       if (accumulate) {
-        _tile_loadd(0, dst, ld * 4);
-        _tile_loadd(1, dst + 16, ld * 4);
-        _tile_loadd(2, dst + 16 * ld, ld * 4);
-        _tile_loadd(3, dst + 16 * ld + 16, ld * 4);
+        tile_load<0>(dst, ld * 4);
+        tile_load<1>(dst + 16, ld * 4);
+        tile_load<2>(dst + 16 * ld, ld * 4);
+        tile_load<3>(dst + 16 * ld + 16, ld * 4);
       } else {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
+        tile_zero<0>();
+        tile_zero<1>();
+        tile_zero<2>();
+        tile_zero<3>();
       }
       const bfloat16* b0 = bp + p * panel_stride;
       const bfloat16* b1 = b0 + panel_stride; // exists: packed panels come in pairs
       for (std::size_t kc = 0; kc < kpad; kc += 32) {
-        _tile_loadd(4, apack + kc, kpad * 2);
-        _tile_loadd(5, apack + 16 * kpad + kc, kpad * 2);
-        _tile_loadd(6, b0 + kc * bf16_panel, 64);
-        _tile_loadd(7, b1 + kc * bf16_panel, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        tile_load<4>(apack + kc, kpad * 2);
+        tile_load<5>(apack + 16 * kpad + kc, kpad * 2);
+        tile_load<6>(b0 + kc * bf16_panel, 64);
+        tile_load<7>(b1 + kc * bf16_panel, 64);
+        tile_dot<0, 4, 6>();
+        tile_dot<1, 4, 7>();
+        tile_dot<2, 5, 6>();
+        tile_dot<3, 5, 7>();
       }
-      _tile_stored(0, dst, ld * 4);
-      _tile_stored(1, dst + 16, ld * 4);
-      _tile_stored(2, dst + 16 * ld, ld * 4);
-      _tile_stored(3, dst + 16 * ld + 16, ld * 4);
+      tile_store<0>(dst, ld * 4);
+      tile_store<1>(dst + 16, ld * 4);
+      tile_store<2>(dst + 16 * ld, ld * 4);
+      tile_store<3>(dst + 16 * ld + 16, ld * 4);
       if (!whole)
         for (std::size_t r = 0; r < rows; ++r)
           for (std::size_t j = 0; j < cols; ++j) cb[r * ldc + j] = edge[r * 32 + j];

@@ -1,0 +1,269 @@
+// The AMX convolution (bf16 tiles, fp32 sums): the forward and dX kernels against exact sums
+// within float rounding, on geometries that hit every block shape (2x2 and 1x3 tiles, partial
+// last position blocks, several channel blocks, channel blocks of 8/16/20/24/32, Cout not a
+// multiple of 16); dW and db through Conv2dKernels the same way (every dW block shape, odd and
+// even tap offsets, batches cut into chunks, accumulation); and the bf16 layer (plain and fused
+// with ReLU + max-pool) against the float layer on the same rounded data. Skipped, with a
+// message, where the CPU has no AMX.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include <cohort/backend/cpu.hpp>
+#include <cohort/backend/cpu/conv2d_amx.hpp>
+
+#include "support/compare.hpp"
+
+using namespace cohort;
+
+namespace {
+
+constexpr const char* no_amx = "skipped: this CPU has no AMX-BF16, or the kernel did not grant the tile state";
+
+std::vector<bfloat16> random_bf16(std::size_t n, std::mt19937& gen) {
+  std::normal_distribution<float> normal;
+  std::vector<bfloat16> v(n);
+  for (auto& e : v) e = bfloat16(normal(gen));
+  return v;
+}
+
+/// Runs the AMX kernel of Gk over `batch` samples of Gk's input `in` with G's weights (Gk = G,
+/// or the transposed geometry with `transpose_rotate`): the wide float outputs.
+template <class G, class Gk>
+std::vector<float> amx_run(const std::vector<bfloat16>& in, std::size_t batch, const std::vector<bfloat16>& w,
+                           const std::vector<float>* bias, bool transpose_rotate) {
+  using V = cpu::direct::Wide<Gk>;
+  using S = cpu::amx_conv::Shape<Gk>;
+  HostBuffer<bfloat16> packed;
+  HostBuffer<float> tiles;
+  cpu::amx_conv::pack_weights<G, Gk>(w.data(), packed, transpose_rotate);
+  const float* b = bias ? cpu::amx_conv::bias_tiles<Gk>(bias->data(), tiles) : nullptr;
+  std::vector<float> xf(Gk::in_size), xt(V::cin * V::plane);
+  std::vector<std::uint32_t> pairs(batch * S::pair_planes * V::plane);
+  for (std::size_t n = 0; n < batch; ++n) {
+    for (std::size_t i = 0; i < Gk::in_size; ++i) xf[i] = float(in[n * Gk::in_size + i]);
+    cpu::direct::pad_sample<Gk>(xf.data(), xt.data());
+    cpu::amx_conv::pair_planes<Gk>(xt.data(), pairs.data() + n * S::pair_planes * V::plane);
+  }
+  std::vector<float> wide(batch * S::rows * V::positions, NAN);
+  cpu::amx_conv::forward_samples<Gk>(pairs.data(), batch, packed.data(), b, wide.data());
+  return wide;
+}
+
+/// Counts outputs farther from the exact sum than (terms + 1) float roundings of the sum of
+/// magnitudes. `exact(n, o, h, w)` returns {sum, sum of |terms|}.
+template <class Gk, class Exact>
+std::size_t count_wrong(const std::vector<float>& wide, std::size_t batch, Exact&& exact) {
+  using V = cpu::direct::Wide<Gk>;
+  using S = cpu::amx_conv::Shape<Gk>;
+  const double roundings = double(Gk::in_channels * V::taps + 1);
+  std::size_t wrong = 0;
+  for (std::size_t n = 0; n < batch; ++n)
+    for (std::size_t o = 0; o < Gk::out_channels; ++o)
+      for (std::size_t h = 0; h < V::ho; ++h)
+        for (std::size_t w = 0; w < V::wo; ++w) {
+          const auto [sum, magnitude] = exact(n, o, h, w);
+          const double got = wide[(n * S::rows + o) * V::positions + h * V::wp + w];
+          wrong += !(std::abs(got - sum) <= roundings * std::ldexp(magnitude, -24));
+        }
+  return wrong;
+}
+
+struct Sum {
+  double sum = 0, magnitude = 0;
+  void add(double t) { sum += t, magnitude += std::abs(t); }
+};
+
+template <class G>
+void check_kernels(std::size_t batch) {
+  using Gt = cpu::direct::transposed_geometry<G>;
+  static_assert(cpu::amx_conv::applicable<G> && cpu::amx_conv::applicable<Gt>);
+  INFO("geometry " << G::in_channels << "->" << G::out_channels << " " << G::in_h << "x" << G::in_w << " k" << G::kernel
+                   << " p" << G::padding << " batch " << batch);
+  std::mt19937 gen(unsigned(G::in_channels * 31 + G::out_channels + G::in_w));
+  const auto x = random_bf16(batch * G::in_size, gen), w = random_bf16(G::out_channels * G::patch, gen);
+  const auto dy = random_bf16(batch * G::out_size, gen);
+  std::vector<float> bias(G::out_channels);
+  for (auto& v : bias) v = float(bfloat16(std::normal_distribution<float>{}(gen)));
+  constexpr std::size_t K = G::kernel, P = G::padding;
+  const auto W = [&](std::size_t o, std::size_t c, std::size_t kh, std::size_t kw) {
+    return double(float(w[((o * G::in_channels + c) * K + kh) * K + kw]));
+  };
+
+  const auto y = amx_run<G, G>(x, batch, w, &bias, false);
+  CHECK(count_wrong<G>(y, batch, [&](std::size_t n, std::size_t o, std::size_t h, std::size_t ow) {
+          Sum s;
+          s.add(bias[o]);
+          for (std::size_t c = 0; c < G::in_channels; ++c)
+            for (std::size_t kh = 0; kh < K; ++kh)
+              for (std::size_t kw = 0; kw < K; ++kw) {
+                const std::ptrdiff_t ih = std::ptrdiff_t(h + kh) - std::ptrdiff_t(P),
+                                     iw = std::ptrdiff_t(ow + kw) - std::ptrdiff_t(P);
+                if (ih < 0 || iw < 0 || ih >= std::ptrdiff_t(G::in_h) || iw >= std::ptrdiff_t(G::in_w)) continue;
+                s.add(W(o, c, kh, kw) * double(float(x[n * G::in_size + (c * G::in_h + ih) * G::in_w + iw])));
+              }
+          return std::pair{s.sum, s.magnitude};
+        }) == 0);
+
+  const auto dx = amx_run<G, Gt>(dy, batch, w, nullptr, true);
+  CHECK(count_wrong<Gt>(dx, batch, [&](std::size_t n, std::size_t c, std::size_t ih, std::size_t iw) {
+          Sum s;
+          for (std::size_t o = 0; o < G::out_channels; ++o)
+            for (std::size_t kh = 0; kh < K; ++kh)
+              for (std::size_t kw = 0; kw < K; ++kw) {
+                const std::ptrdiff_t oh = std::ptrdiff_t(ih + P) - std::ptrdiff_t(kh),
+                                     ow = std::ptrdiff_t(iw + P) - std::ptrdiff_t(kw);
+                if (oh < 0 || ow < 0 || oh >= std::ptrdiff_t(G::out_h) || ow >= std::ptrdiff_t(G::out_w)) continue;
+                s.add(W(o, c, kh, kw) * double(float(dy[n * G::out_size + (o * G::out_h + oh) * G::out_w + ow])));
+              }
+          return std::pair{s.sum, s.magnitude};
+        }) == 0);
+}
+
+/// dW and db of the bf16 layer through Conv2dKernels (AMX when the CPU has it) against exact
+/// sums of the bf16 products; then again with `accumulate`, which must exactly double them (the
+/// same sums in the same order).
+template <class G>
+void check_weight_grad(std::size_t batch) {
+  INFO("geometry " << G::in_channels << "->" << G::out_channels << " " << G::in_h << "x" << G::in_w << " k" << G::kernel
+                   << " p" << G::padding << " batch " << batch);
+  std::mt19937 gen(unsigned(G::in_channels + G::out_channels * 17 + batch));
+  const auto x = random_bf16(batch * G::in_size, gen), w = random_bf16(G::out_channels * G::patch, gen);
+  const auto dy = random_bf16(batch * G::out_size, gen);
+  CpuContext ctx;
+  ops::Conv2dKernels<Cpu>::workspace<G, bfloat16> ws;
+  std::vector<float> dw(w.size()), db(G::out_channels);
+  ops::Conv2dKernels<Cpu>::backward<G>(ctx, x.data(), w.data(), dy.data(), static_cast<bfloat16*>(nullptr), dw.data(),
+                                       db.data(), batch, false, ws);
+  constexpr std::size_t K = G::kernel, P = G::padding;
+  const double roundings = double(batch * G::out_h * G::out_w + 4);
+  std::size_t wrong = 0;
+  for (std::size_t o = 0; o < G::out_channels; ++o) {
+    Sum sb;
+    for (std::size_t n = 0; n < batch; ++n)
+      for (std::size_t q = 0; q < G::out_h * G::out_w; ++q)
+        sb.add(double(float(dy[(n * G::out_channels + o) * G::out_h * G::out_w + q])));
+    wrong += !(std::abs(double(db[o]) - sb.sum) <= roundings * std::ldexp(sb.magnitude, -24));
+    for (std::size_t c = 0; c < G::in_channels; ++c)
+      for (std::size_t kh = 0; kh < K; ++kh)
+        for (std::size_t kw = 0; kw < K; ++kw) {
+          Sum s;
+          for (std::size_t n = 0; n < batch; ++n)
+            for (std::size_t oh = 0; oh < G::out_h; ++oh)
+              for (std::size_t ow = 0; ow < G::out_w; ++ow) {
+                const std::ptrdiff_t ih = std::ptrdiff_t(oh + kh) - std::ptrdiff_t(P),
+                                     iw = std::ptrdiff_t(ow + kw) - std::ptrdiff_t(P);
+                if (ih < 0 || iw < 0 || ih >= std::ptrdiff_t(G::in_h) || iw >= std::ptrdiff_t(G::in_w)) continue;
+                s.add(double(float(dy[((n * G::out_channels + o) * G::out_h + oh) * G::out_w + ow])) *
+                      double(float(x[n * G::in_size + (c * G::in_h + ih) * G::in_w + iw])));
+              }
+          const double got = dw[((o * G::in_channels + c) * K + kh) * K + kw];
+          wrong += !(std::abs(got - s.sum) <= roundings * std::ldexp(s.magnitude, -24));
+        }
+  }
+  CHECK(wrong == 0);
+  std::vector<float> dw2 = dw, db2 = db;
+  ops::Conv2dKernels<Cpu>::backward<G>(ctx, x.data(), w.data(), dy.data(), static_cast<bfloat16*>(nullptr), dw2.data(),
+                                       db2.data(), batch, true, ws);
+  std::size_t not_doubled = 0;
+  for (std::size_t i = 0; i < dw.size(); ++i) not_doubled += dw2[i] != 2 * dw[i];
+  for (std::size_t i = 0; i < db.size(); ++i) not_doubled += db2[i] != 2 * db[i];
+  CHECK(not_doubled == 0);
+}
+
+/// The bf16 layer through Conv2dKernels (AMX forward and dX when the CPU has them) against the
+/// float layer on the same bf16-rounded data: one bf16 rounding of the result apart, and dW, db
+/// (float kernels in both) equal up to float rounding.
+template <class G>
+void check_layer(std::size_t batch) {
+  using PG = Pool2dGeometry<G::out_channels, G::out_h, G::out_w, 2, 2, 0>; // the fused pool
+  using Kernels = ops::Conv2dKernels<Cpu>;
+  static_assert(Kernels::fuses_relu_pool<G, PG, bfloat16>);
+  INFO("geometry " << G::in_channels << "->" << G::out_channels << " " << G::in_h << "x" << G::in_w);
+  std::mt19937 gen(7);
+  const auto xh = random_bf16(batch * G::in_size, gen), wh = random_bf16(G::out_channels * G::patch, gen);
+  const auto bh = random_bf16(G::out_channels, gen), dph = random_bf16(batch * PG::out_size, gen);
+  const auto widen = [](const std::vector<bfloat16>& v) { return std::vector<float>(v.begin(), v.end()); };
+  const auto xf = widen(xh), wf = widen(wh), bf = widen(bh), dpf = widen(dph);
+  CpuContext ctx;
+  Kernels::workspace<G, float> wsf;
+  Kernels::workspace<G, bfloat16> wsh;
+  // Plain forward.
+  std::vector<float> yf(batch * G::out_size);
+  std::vector<bfloat16> yh(yf.size());
+  Kernels::forward<G>(ctx, xf.data(), wf.data(), bf.data(), yf.data(), batch, wsf);
+  Kernels::forward<G>(ctx, xh.data(), wh.data(), bh.data(), yh.data(), batch, wsh);
+  CHECK(test::relative_difference(widen(yh), yf) < std::ldexp(1.0, -8));
+  // Fused Conv2d -> ReLU -> MaxPool2d<2> and its backward. Pool choices between values within a
+  // rounding of each other may flip: compare the output elementwise, the gradients by norm.
+  std::vector<float> pf(batch * PG::out_size), dxf(batch * G::in_size), dwf(wf.size()), dbf(bf.size());
+  std::vector<bfloat16> ph(pf.size()), dxh(dxf.size());
+  std::vector<float> dwh(dwf.size()), dbh(dbf.size());
+  Kernels::forward_relu_pool<G, PG>(ctx, xf.data(), wf.data(), bf.data(), pf.data(), batch, wsf);
+  Kernels::forward_relu_pool<G, PG>(ctx, xh.data(), wh.data(), bh.data(), ph.data(), batch, wsh);
+  CHECK(test::relative_difference(widen(ph), pf) < std::ldexp(1.0, -8));
+  Kernels::backward_relu_pool<G, PG>(ctx, xf.data(), wf.data(), dpf.data(), pf.data(), dxf.data(), dwf.data(),
+                                     dbf.data(), batch, false, wsf);
+  Kernels::backward_relu_pool<G, PG>(ctx, xh.data(), wh.data(), dph.data(), ph.data(), dxh.data(), dwh.data(),
+                                     dbh.data(), batch, false, wsh);
+  const auto norm_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double d = 0, n = 1e-60;
+    for (std::size_t i = 0; i < a.size(); ++i) d += (a[i] - b[i]) * double(a[i] - b[i]), n += double(b[i]) * b[i];
+    return std::sqrt(d / n);
+  };
+  CHECK(norm_diff(widen(dxh), dxf) < 2e-2);
+  CHECK(norm_diff(dwh, dwf) < 2e-2);
+  CHECK(norm_diff(dbh, dbf) < 2e-2);
+}
+
+} // namespace
+
+TEST_CASE("AMX convolution: which geometries run on tiles, and their blocks") {
+  using cpu::amx_conv::Shape;
+  CHECK_FALSE(cpu::amx_conv::applicable<Conv2dGeometry<1, 32, 28, 28, 3, 1, 1>>);  // nothing to pair
+  CHECK_FALSE(cpu::amx_conv::applicable<Conv2dGeometry<6, 32, 28, 28, 3, 1, 1>>);  // blocks of 6: mostly empty tiles
+  CHECK_FALSE(cpu::amx_conv::applicable<Conv2dGeometry<15, 32, 28, 28, 3, 1, 1>>); // odd
+  CHECK_FALSE(cpu::amx_conv::applicable<Conv2dGeometry<16, 32, 28, 28, 3, 2, 1>>); // stride 2: im2col path
+  CHECK(cpu::amx_conv::applicable<Conv2dGeometry<16, 32, 26, 26, 3, 1, 0>>);       // model A's second layer
+  using D3 = Conv2dGeometry<256, 512, 7, 7, 3, 1, 1>;                              // model D's third
+  CHECK(Shape<D3>::channel_block == 32);
+  CHECK(Shape<D3>::blocks == 8);
+  CHECK(Shape<Conv2dGeometry<48, 16, 7, 7, 3, 1, 1>>::channel_block == 24);
+  CHECK(Shape<Conv2dGeometry<48, 16, 7, 7, 3, 1, 1>>::mb == 1);
+  CHECK(Shape<Conv2dGeometry<48, 16, 7, 7, 3, 1, 1>>::nb == 3);
+  CHECK(Shape<Conv2dGeometry<48, 40, 7, 7, 3, 1, 1>>::rows == 64);
+}
+
+TEST_CASE("AMX convolution: forward, dX, dW and db equal exact sums within float rounding") {
+  if (!cpu::has_amx_bf16()) {
+    MESSAGE(no_amx);
+    return;
+  }
+  check_kernels<Conv2dGeometry<16, 32, 13, 13, 3, 1, 1>>(3); // 2x2 blocks; dX 1x3
+  check_kernels<Conv2dGeometry<16, 32, 26, 26, 3, 1, 0>>(2); // model A: a 2x1 tail block
+  check_kernels<Conv2dGeometry<24, 20, 9, 7, 5, 1, 2>>(3);   // blocks of 24 and 20 channels, Cout 20
+  check_kernels<Conv2dGeometry<64, 16, 6, 13, 3, 1, 0>>(2);  // two channel blocks; 1x3 with a 1x1 tail; dX 2x1 tail
+  check_kernels<Conv2dGeometry<32, 8, 8, 8, 3, 1, 1>>(3);    // 1x3 with a 1x2 tail; dX on blocks of 8 channels
+  check_kernels<Conv2dGeometry<48, 40, 7, 7, 3, 1, 1>>(2);   // Cout 40 and 48 in 64 rows
+  // dW: 2x2 blocks, then 1x1 (16 -> 16), 1x2 and 2x1 with padded channels, odd and even tap
+  // offsets (Wp odd and even), batches cut into 1, 2 and 3 chunks.
+  check_weight_grad<Conv2dGeometry<16, 32, 13, 13, 3, 1, 1>>(70);
+  check_weight_grad<Conv2dGeometry<16, 16, 9, 9, 5, 1, 2>>(5); // Wp 11: odd offsets
+  check_weight_grad<Conv2dGeometry<24, 12, 7, 6, 3, 1, 0>>(3);
+  check_weight_grad<Conv2dGeometry<8, 40, 6, 7, 3, 1, 1>>(96);
+}
+
+TEST_CASE("AMX convolution: the bf16 layer is the float layer plus one rounding (plain and fused with pooling)") {
+  if (!cpu::has_amx_bf16() || cpu::bf16_dot_engine() != cpu::Bf16Dot::amx) {
+    MESSAGE(no_amx);
+    return;
+  }
+  check_layer<Conv2dGeometry<16, 32, 26, 26, 3, 1, 0>>(9);
+  check_layer<Conv2dGeometry<32, 48, 14, 14, 3, 1, 1>>(5);
+}
