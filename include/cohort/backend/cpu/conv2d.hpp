@@ -1,10 +1,12 @@
 #pragma once
 /// \file
-/// Conv2d on the CPU: im2col + GEMM per sample.
+/// Conv2d on the CPU. Stride-1 layers run the direct kernel on wide planes (conv2d_direct.hpp),
+/// for bfloat16 on AMX tiles where the CPU has them (conv2d_amx.hpp); other strides run im2col +
+/// GEMM per sample.
 ///
-/// The forward pass writes the bias into the output first and lets the GEMM accumulate onto it;
-/// the backward pass recomputes the im2col matrix instead of keeping one per sample (which
-/// would cost batch x patch x plane floats of memory).
+/// The im2col forward pass writes the bias into the output first and lets the GEMM accumulate
+/// onto it; its backward pass recomputes the im2col matrix instead of keeping one per sample
+/// (which would cost batch x patch x plane floats of memory).
 
 #include <algorithm>
 #include <cstddef>
@@ -116,7 +118,8 @@ struct ops::Conv2dKernels<Cpu> {
   };
 
   /// The direct path runs stride-1 convolutions of float and of the 16-bit storage types (those
-  /// converted at the edges, float inside); the im2col path everything else.
+  /// converted at the edges, float inside, except bfloat16 on AMX: run_direct, amx_weight_grad);
+  /// the im2col path everything else.
   template <class G, class T>
   static constexpr bool use_direct = (std::is_same_v<T, float> || cpu::is_half_type<T>)&&cpu::direct::applicable<G>;
   /// A following ReLU can be applied inside the kernels (the executor then skips it).
