@@ -261,6 +261,19 @@ struct ops::Conv2dKernels<Cpu> {
     run_groups<Gk>(ctx, isa, batch, cpu::direct::forward_rows<Gk>(isa), packed.data(), bias, pad, unpad);
   }
 
+  /// Calls `group_fn(n0, count, group)` for the batch cut into groups of at most `max_group`
+  /// consecutive samples (smaller when there are too few samples to give every thread one), the
+  /// groups split between threads; `group` is the size every group but the last has.
+  template <class GroupFn>
+  static void for_each_group(CpuContext& ctx, std::size_t batch, std::size_t max_group, GroupFn&& group_fn) {
+    const std::size_t threads = ctx.threads().size();
+    const std::size_t group = std::min(max_group, std::max<std::size_t>(1, (batch + threads - 1) / threads));
+    const std::size_t groups = (batch + group - 1) / group;
+    ctx.threads().parallel_for(groups, 1, [&, group](std::size_t lo, std::size_t hi) {
+      for (std::size_t g = lo; g < hi; ++g) group_fn(g * group, std::min(group, batch - g * group), group);
+    });
+  }
+
   /// run_groups on AMX tiles: each sample's padded float planes become pair planes (bf16), then
   /// groups of amx_conv::Shape<Gk>::group samples pass through the tile kernel.
   template <class Gk, class Pad, class Unpad>
@@ -268,53 +281,40 @@ struct ops::Conv2dKernels<Cpu> {
                              Unpad&& unpad) {
     using V = cpu::direct::Wide<Gk>;
     using S = cpu::amx_conv::Shape<Gk>;
-    const std::size_t threads = ctx.threads().size();
-    const std::size_t group = std::min(S::group, std::max<std::size_t>(1, (batch + threads - 1) / threads));
-    const std::size_t groups = (batch + group - 1) / group;
-    ctx.threads().parallel_for(groups, 1, [&, group](std::size_t lo, std::size_t hi) {
+    for_each_group(ctx, batch, S::group, [&](std::size_t n0, std::size_t count, std::size_t group) {
       constexpr std::size_t out_stride = S::rows * V::positions, pair_stride = S::pair_planes * V::plane;
       // Wide outputs, 32 floats of slack (the fused pool reads past a row's end), the group's
-      // pair planes (32-bit words), one sample's padded float planes.
+      // pair planes (32-bit words), one sample's padded float planes. Per-thread scratch.
       float* wide =
           cpu::detail::conv_scratch<float>(group * (out_stride + pair_stride) + 32 + V::cin * V::plane).data();
       auto* pairs = reinterpret_cast<std::uint32_t*>(wide + group * out_stride + 32);
       float* xt = wide + group * (out_stride + pair_stride) + 32;
-      for (std::size_t g = lo; g < hi; ++g) {
-        const std::size_t n0 = g * group, count = std::min(group, batch - n0);
-        for (std::size_t i = 0; i < count; ++i) {
-          pad(n0 + i, xt);
-          cpu::amx_conv::pair_planes<Gk>(xt, pairs + i * pair_stride);
-        }
-        cpu::amx_conv::forward_samples<Gk>(pairs, count, packed, bias, wide);
-        for (std::size_t i = 0; i < count; ++i) unpad(n0 + i, wide + i * out_stride);
+      for (std::size_t i = 0; i < count; ++i) {
+        pad(n0 + i, xt);
+        cpu::amx_conv::pair_planes<Gk>(xt, pairs + i * pair_stride);
       }
+      cpu::amx_conv::forward_samples<Gk>(pairs, count, packed, bias, wide);
+      for (std::size_t i = 0; i < count; ++i) unpad(n0 + i, wide + i * out_stride);
     });
   }
 
-  /// Runs the direct forward kernel of Gk over `batch` samples in groups of forward_group<Gk>,
-  /// the groups split between threads: `pad(n, xt)` fills sample n's padded planes, `unpad(n,
-  /// wide)` takes its wide output. Scratch is per thread.
+  /// Runs the direct forward kernel of Gk over `batch` samples in groups of forward_group<Gk>
+  /// (for_each_group): `pad(n, xt)` fills sample n's padded planes, `unpad(n, wide)` takes its
+  /// wide output. Scratch is per thread.
   template <class Gk, class Pad, class Unpad>
   static void run_groups(CpuContext& ctx, Isa isa, std::size_t batch, std::size_t rows, const float* packed,
                          const float* bias, Pad&& pad, Unpad&& unpad) {
     using V = cpu::direct::Wide<Gk>;
-    // Smaller groups when there are too few samples to give every thread one.
-    const std::size_t threads = ctx.threads().size();
-    const std::size_t group =
-        std::min(cpu::direct::forward_group<Gk>, std::max<std::size_t>(1, (batch + threads - 1) / threads));
-    const std::size_t groups = (batch + group - 1) / group;
-    ctx.threads().parallel_for(groups, 1, [&, isa, rows, group](std::size_t lo, std::size_t hi) {
-      const std::size_t out_stride = rows * V::positions, in_stride = V::cin * V::plane;
-      // 32 floats of slack: the fused pool reads up to two vectors past a row's end.
-      float* wide = cpu::detail::conv_scratch<float>(group * (out_stride + in_stride) + 32).data();
-      float* xt = wide + group * out_stride;
-      for (std::size_t g = lo; g < hi; ++g) {
-        const std::size_t n0 = g * group, count = std::min(group, batch - n0);
-        for (std::size_t i = 0; i < count; ++i) pad(n0 + i, xt + i * in_stride);
-        cpu::direct::forward_samples_dispatch<Gk>(isa, xt, count, packed, bias, wide);
-        for (std::size_t i = 0; i < count; ++i) unpad(n0 + i, wide + i * out_stride);
-      }
-    });
+    for_each_group(ctx, batch, cpu::direct::forward_group<Gk>,
+                   [&, isa, rows](std::size_t n0, std::size_t count, std::size_t group) {
+                     const std::size_t out_stride = rows * V::positions, in_stride = V::cin * V::plane;
+                     // 32 floats of slack: the fused pool reads up to two vectors past a row's end.
+                     float* wide = cpu::detail::conv_scratch<float>(group * (out_stride + in_stride) + 32).data();
+                     float* xt = wide + group * out_stride;
+                     for (std::size_t i = 0; i < count; ++i) pad(n0 + i, xt + i * in_stride);
+                     cpu::direct::forward_samples_dispatch<Gk>(isa, xt, count, packed, bias, wide);
+                     for (std::size_t i = 0; i < count; ++i) unpad(n0 + i, wide + i * out_stride);
+                   });
   }
 
   /// dW, db and (when dx) dX of a direct convolution, dY coming from `dy` (PlainDy or PooledDy).

@@ -254,6 +254,18 @@ COHORT_TARGET_AMX_BF16 void forward_samples(const std::uint32_t* pairs, std::siz
   _tile_release(); // no tile state kept across calls
 }
 
+namespace detail {
+/// 32 consecutive floats from x[first, first + 32) as 32 bf16 in order (zero at and past
+/// x[end]: masked loads read nothing there).
+COHORT_AMX_INLINE __m512i bf16x32_clipped(const float* x, std::size_t first, std::size_t end) {
+  const std::size_t avail = first < end ? end - first : 0;
+  const auto mask = [](std::size_t n) { return __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1); };
+  const __m512 lo = _mm512_maskz_loadu_ps(mask(avail), x + std::min(first, end));
+  const __m512 hi = _mm512_maskz_loadu_ps(mask(avail > 16 ? avail - 16 : 0), x + std::min(first + 16, end));
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo); // the second operand fills the low half
+}
+} // namespace detail
+
 /// Sample n's input for dW: its padded float planes (Cin x Wide::plane) as the two transposed
 /// pair copies of GradShape (zero for channels past Cin and positions past the plane).
 template <class G>
@@ -267,13 +279,9 @@ COHORT_TARGET_AMX_BF16 void transposed_pairs(const float* __restrict xt, std::ui
     for (std::size_t c = 0; c < S::cin; ++c) {
       const float* x = xt + c * V::plane;
       for (std::size_t q0 = 0; q0 < S::pair_rows; q0 += 16) {
-        // Positions first .. first+31 pair up as (first + 2i, first + 2i + 1): in order, as
-        // cvtne2ps leaves them. Masked loads stop at the plane's end.
-        const std::size_t first = 2 * q0 + parity, avail = first < V::plane ? V::plane - first : 0;
-        const auto mask = [](std::size_t n) { return __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1); };
-        const __m512 lo = _mm512_maskz_loadu_ps(mask(avail), x + std::min(first, V::plane));
-        const __m512 hi = _mm512_maskz_loadu_ps(mask(avail > 16 ? avail - 16 : 0), x + std::min(first + 16, V::plane));
-        _mm512_store_si512(words, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        // Positions 2*q0 + parity + (0 .. 31), in order: word i pairs positions 2(q0 + i) +
+        // parity and the next one. Nothing is read past the plane.
+        _mm512_store_si512(words, detail::bf16x32_clipped(x, 2 * q0 + parity, V::plane));
         const std::size_t nq = std::min<std::size_t>(16, S::pair_rows - q0);
         for (std::size_t i = 0; i < nq; ++i) copy[(q0 + i) * S::cols + c] = words[i];
       }
@@ -290,13 +298,8 @@ COHORT_TARGET_AMX_BF16 float dy_row(const float* __restrict row, bfloat16* __res
   static_assert(V::positions % 16 == 0);
   __m512 sum = _mm512_setzero_ps(); // 16 lanes, each summing its positions in order
   for (std::size_t p = 0; p < V::positions; p += 16) sum = _mm512_add_ps(sum, _mm512_loadu_ps(row + p));
-  for (std::size_t p = 0; p < S::k_positions; p += 32) {
-    const std::size_t avail = p < V::positions ? V::positions - p : 0;
-    const auto mask = [](std::size_t n) { return __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1); };
-    const __m512 lo = _mm512_maskz_loadu_ps(mask(avail), row + std::min(p, V::positions));
-    const __m512 hi = _mm512_maskz_loadu_ps(mask(avail > 16 ? avail - 16 : 0), row + std::min(p + 16, V::positions));
-    _mm512_storeu_si512(out + p, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-  }
+  for (std::size_t p = 0; p < S::k_positions; p += 32)
+    _mm512_storeu_si512(out + p, detail::bf16x32_clipped(row, p, V::positions));
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, sum);
   float total = 0.f;
