@@ -1,5 +1,5 @@
 // cohort::half and cohort::bfloat16 in CUDA device code, with the bits of CUDA's own types.
-// Compiled (not run: no GPU here) by nvcc in the test `precision.half_compiles_with_nvcc`.
+// Part of cohort_cuda_tests: compiled by nvcc wherever the toolkit is installed.
 #include <cohort/precision/half.hpp>
 
 #include <cuda_bf16.h>

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <iterator>
 #include <span>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 namespace cohort::test {
 
@@ -49,6 +51,14 @@ Comparison compare(std::span<const A> actual, std::span<const B> expected, doubl
   return c;
 }
 
+/// Any contiguous range (vector, span, HostBuffer, a temporary) as a span of const elements, for
+/// the macros below (one full expression, so temporaries outlive the comparison).
+template <class C>
+auto const_span(const C& c) {
+  using E = std::remove_cvref_t<decltype(*std::data(c))>;
+  return std::span<const E>(std::data(c), std::size(c));
+}
+
 /// max |a - b| / max |b| over two same-sized ranges (infinite when a difference is NaN or the
 /// sizes differ), for tests that bound or report it themselves.
 template <class A, class B>
@@ -68,7 +78,8 @@ double relative_difference(const A& a, const B& b) {
 /// The same with an absolute allowance added to the relative one.
 #define COHORT_CHECK_CLOSE_ABS(actual, expected, rtol, atol, what)                                                     \
   do {                                                                                                                 \
-    const auto cohort_cmp_ = ::cohort::test::compare(std::span(actual), std::span(expected), rtol, what, atol);        \
+    const auto cohort_cmp_ = ::cohort::test::compare(::cohort::test::const_span(actual),                               \
+                                                     ::cohort::test::const_span(expected), rtol, what, atol);          \
     INFO(cohort_cmp_.message);                                                                                         \
     CHECK(cohort_cmp_.ok);                                                                                             \
   } while (0)

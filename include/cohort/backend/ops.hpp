@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cohort/core/macros.hpp"
+
 namespace cohort {
 
 /// Geometry of one Conv2d layer, all compile-time constants.
@@ -50,10 +52,32 @@ struct ChannelGeometry {
 /// the global batch is split between replicas and ranks.
 struct GlobalUnits {
   std::uint64_t offset = 0, stride = 1, units = 1;
-  constexpr std::uint64_t operator()(std::uint64_t u) const noexcept {
+  COHORT_HOST_DEVICE constexpr std::uint64_t operator()(std::uint64_t u) const noexcept {
     return (offset + u / units * stride) * units + u % units;
   }
 };
+
+/// The CUDA backend's tag, defined by cohort/backend/cuda.cuh (nvcc only). Declared here so that
+/// `SingleDevice<Cuda>` can be named anywhere and a build without CUDA reports a clear error
+/// (backend_available) instead of an unknown name or a link failure.
+struct Cuda;
+
+/// Whether a backend is defined in this translation unit (its header is included).
+template <class Backend>
+inline constexpr bool backend_available = requires {
+  sizeof(Backend);
+};
+
+/// Whether a backend's buffers are host memory that host code may read and write directly (the
+/// CPU backend), or device memory reached only through copies (`host_memory = false`). Parameter
+/// views, state_dict and the optimisers' host loops require the former.
+template <class Backend>
+inline constexpr bool host_memory_backend = [] {
+  if constexpr (requires { Backend::host_memory; })
+    return bool(Backend::host_memory);
+  else
+    return true;
+}();
 
 namespace ops {
 

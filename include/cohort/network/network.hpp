@@ -32,6 +32,10 @@ class Network {
   static_assert(NetworkDescription<Net>,
                 "Network: Net must be a well-formed Sequential<Input<...>, Layers...> (see the first error above "
                 "for the layer that does not fit)");
+  static_assert(backend_available<Backend>,
+                "Network: the Cuda backend needs CUDA: compile with nvcc, #include <cohort/backend/cuda.cuh> and link "
+                "the cohort::cuda CMake target (ThrustDevice, cohort/backend/thrust_device.hpp, runs the same kernels "
+                "without a GPU)");
   static_assert(std::is_floating_point_v<T>,
                 "Network: T must be float or double (half types come through MixedPrecision)");
 
@@ -99,11 +103,20 @@ class Network {
   context_type& context() noexcept { return ctx_; }
 
   /// Flat views for optimisers: every parameter and its gradient, state_dict order, padded.
-  std::span<T> parameter_span() noexcept { return params_.values.span(); }
-  std::span<const T> gradient_span() const noexcept { return grads_.values.span(); }
+  /// Host-memory backends only (a device network's optimiser steps run on the device).
+  std::span<T> parameter_span() noexcept requires host_memory_backend<Backend> { return params_.values.span(); }
+  std::span<const T> gradient_span() const noexcept requires host_memory_backend<Backend> {
+    return grads_.values.span();
+  }
 
-  /// Every tensor under its PyTorch state_dict name.
-  std::vector<TensorRef> state_dict() { return params_.state_dict(); }
+  /// The same flat arrays on any backend (device memory for device backends): what optimisers
+  /// of the network's backend step.
+  std::span<T> parameter_store() noexcept { return {params_.values.data(), params_.values.size()}; }
+  std::span<const T> gradient_store() const noexcept { return {grads_.values.data(), grads_.values.size()}; }
+
+  /// Every tensor under its PyTorch state_dict name (host-memory backends; a device network
+  /// copies its parameters to a host Parameters first: `host.copy_from(net.parameters())`).
+  std::vector<TensorRef> state_dict() requires host_memory_backend<Backend> { return params_.state_dict(); }
 
   /// Training forward passes so far (selects dropout masks); saved in checkpoints.
   std::uint64_t step() const noexcept { return step_; }

@@ -21,10 +21,13 @@
 
 #include "cohort/detail/xtensor.hpp"
 
+#include "cohort/backend/cpu/context.hpp"
+#include "cohort/backend/ops.hpp"
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/error.hpp"
 #include "cohort/core/random.hpp"
 #include "cohort/network/sequential.hpp"
+#include "cohort/tensor/buffer.hpp"
 
 namespace cohort {
 
@@ -60,9 +63,36 @@ constexpr std::size_t find_entry(std::size_t layer, std::string_view name) {
 }
 } // namespace detail
 
+namespace detail {
+/// Copies one store into another of the same element type on any two backends: host to host by
+/// assignment, across the host/device boundary through the device buffer's copy functions.
+template <class Dst, class Src>
+void copy_store(Dst& dst, const Src& src) {
+  if constexpr (
+      requires { dst.assign_from_host(src.data(), src.size()); } &&
+      !requires { src.copy_to_host(dst.data(), src.size()); })
+    dst.assign_from_host(src.data(), src.size()); // host -> device
+  else if constexpr (
+      requires { src.copy_to_host(dst.data(), src.size()); } &&
+      !requires { dst.assign_from_host(src.data(), src.size()); }) {
+    dst.resize(src.size()); // device -> host
+    src.copy_to_host(dst.data(), src.size());
+  } else {
+    dst = src; // same kind of memory
+  }
+}
+} // namespace detail
+
 /// Parameters, running statistics and counters of one network (its "state_dict").
+///
+/// On a device backend (`Backend::host_memory == false`) values and running statistics are
+/// device memory: initialize() fills them through a host copy, copy_from() moves whole stores
+/// between backends, and the host views (state_dict, view, parameter, find) do not compile:
+/// copy to a `Parameters<Net, T, Cpu>` first.
 template <NetworkDescription Net, class T, class Backend>
 class Parameters {
+  static constexpr bool on_host = host_memory_backend<Backend>;
+
  public:
   using net_type = Net;
   using value_type = T;
@@ -78,14 +108,21 @@ class Parameters {
   typename Backend::template buffer<T> values;
   /// Running statistics (BatchNorm running_mean / running_var).
   typename Backend::template buffer<stat_type> buffers;
-  /// Integer buffers (BatchNorm num_batches_tracked).
-  typename Backend::template buffer<std::int64_t> counters;
+  /// Integer buffers (BatchNorm num_batches_tracked): host bookkeeping on every backend (the
+  /// layers count on the host).
+  HostBuffer<std::int64_t> counters;
 
   /// PyTorch's default initialisation from `seed`: weights and biases U(-1/sqrt(fan_in),
   /// 1/sqrt(fan_in)), BatchNorm weight 1 and bias 0, running mean 0 and variance 1. Tensor `j`
   /// (in state_dict order) draws from its own stream, element `i` from index `i`:
   /// w = float((2u - 1) * bound) with u uniform in [0, 1) and the arithmetic in double.
   void initialize(std::uint64_t seed) {
+    if constexpr (!on_host) {
+      Parameters<Net, T, Cpu> host;
+      host.initialize(seed);
+      copy_from(host);
+      return;
+    }
     std::size_t ordinal = 0;
     for (const LayoutEntry& e : Net::layout.entries) {
       const std::size_t n = e.spec.size();
@@ -104,8 +141,16 @@ class Parameters {
     }
   }
 
+  /// Takes every tensor of `src`, which may live on another backend (host <-> device).
+  template <class OtherBackend>
+  void copy_from(const Parameters<Net, T, OtherBackend>& src) {
+    detail::copy_store(values, src.values);
+    detail::copy_store(buffers, src.buffers);
+    counters = src.counters;
+  }
+
   /// Every tensor under its state_dict name, in state_dict order.
-  std::vector<TensorRef> state_dict() {
+  std::vector<TensorRef> state_dict() requires on_host {
     std::vector<TensorRef> out;
     out.reserve(Net::layout.entries.size());
     for (const LayoutEntry& e : Net::layout.entries) {
@@ -136,7 +181,7 @@ class Parameters {
   /// Tensor `Name` of layer `Layer` as an xtensor adaptor with its compile-time shape:
   ///     auto w = params.view<0, "weight">();   // xt::xfixed_adaptor, shape (16, 1, 3, 3)
   template <std::size_t Layer, detail::fixed_string Name>
-  auto view() {
+  auto view() requires on_host {
     constexpr std::size_t i = detail::find_entry<Net>(Layer, Name.view());
     static_assert(i < Net::layout.entries.size(), "Parameters::view: this layer has no tensor of that name");
     constexpr LayoutEntry e = Net::layout.entries[i];
@@ -153,12 +198,12 @@ class Parameters {
   }
 
   /// Trainable tensor `name` ("0.weight") as an xtensor adaptor with a run-time shape.
-  auto parameter(std::string_view name) { return typed<T>(name, TensorKind::parameter); }
+  auto parameter(std::string_view name) requires on_host { return typed<T>(name, TensorKind::parameter); }
   /// Running statistic `name` ("1.running_mean").
-  auto buffer(std::string_view name) { return typed<stat_type>(name, TensorKind::buffer); }
+  auto buffer(std::string_view name) requires on_host { return typed<stat_type>(name, TensorKind::buffer); }
 
   /// The tensor called `name`; throws ValueError listing what exists when there is none.
-  TensorRef find(std::string_view name) {
+  TensorRef find(std::string_view name) requires on_host {
     for (TensorRef& r : state_dict())
       if (r.name == name) return r;
     std::string known;

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cohort/backend/cpu/elementwise_apply.hpp"
+#include "cohort/backend/cpu/elementwise.hpp"
 #include "cohort/core/macros.hpp"
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/tensor/buffer.hpp"
@@ -43,14 +43,18 @@ struct AdadeltaRule {
   }
 };
 
-/// `Adadelta<T = float>`: Adadelta on a flat array of parameters.
-template <class T = float>
-class Adadelta : public detail::OptimizerBase<Adadelta<T>> {
+/// `Adadelta<T = float, Backend = Cpu>`: Adadelta on a flat array of parameters (on `Backend`'s
+/// memory).
+template <class T = float, class Backend = Cpu>
+class Adadelta : public detail::OptimizerBase<Adadelta<T, Backend>, Backend> {
  public:
-  using detail::OptimizerBase<Adadelta<T>>::step;
+  using detail::OptimizerBase<Adadelta<T, Backend>, Backend>::step;
   /// Written into checkpoints; a checkpoint only resumes into the same optimiser.
   static constexpr std::string_view name = "Adadelta";
   using options_type = AdadeltaOptions;
+  /// The same optimiser on another backend (a device engine's working copy).
+  template <class B>
+  using rebind_backend = Adadelta<T, B>;
 
   explicit Adadelta(AdadeltaOptions o = {}) : opt_(o) {
     detail::require(o.lr >= 0, "Adadelta", "lr", o.lr, ">= 0");
@@ -63,15 +67,15 @@ class Adadelta : public detail::OptimizerBase<Adadelta<T>> {
     detail::check_sizes("Adadelta", params.size(), grads.size(), square_avg_.size());
     ensure_state(params.size());
     const AdadeltaRule<T> rule{T(opt_.lr), T(opt_.rho), T(1 - opt_.rho), T(opt_.eps), T(opt_.weight_decay)};
-    cpu::apply_elementwise(this->threads(), rule, params.size(), params.data(), grads.data(), square_avg_.data(),
-                           acc_delta_.data());
+    ops::ElementwiseKernels<Backend>::apply_rule(this->context(), rule, params.size(), params.data(), grads.data(),
+                                                 square_avg_.data(), acc_delta_.data());
     ++this->steps_;
   }
 
   const AdadeltaOptions& options() const noexcept { return opt_; }
   std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {
     if (params) ensure_state(params);
-    return {{"square_avg", square_avg_.span()}, {"acc_delta", acc_delta_.span()}};
+    return {{"square_avg", detail::state_span(square_avg_)}, {"acc_delta", detail::state_span(acc_delta_)}};
   }
 
  private:
@@ -82,7 +86,7 @@ class Adadelta : public detail::OptimizerBase<Adadelta<T>> {
   }
 
   AdadeltaOptions opt_;
-  HostBuffer<T> square_avg_, acc_delta_;
+  typename Backend::template buffer<T> square_avg_, acc_delta_;
 };
 
 Adadelta(AdadeltaOptions)->Adadelta<float>;

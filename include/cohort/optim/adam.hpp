@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cohort/backend/cpu/elementwise_apply.hpp"
+#include "cohort/backend/cpu/elementwise.hpp"
 #include "cohort/core/macros.hpp"
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/tensor/buffer.hpp"
@@ -62,14 +62,17 @@ struct AdamRule {
   }
 };
 
-/// `Adam<T = float>`: Adam on a flat array of parameters.
-template <class T = float>
-class Adam : public detail::OptimizerBase<Adam<T>> {
+/// `Adam<T = float, Backend = Cpu>`: Adam on a flat array of parameters (on `Backend`'s memory).
+template <class T = float, class Backend = Cpu>
+class Adam : public detail::OptimizerBase<Adam<T, Backend>, Backend> {
  public:
-  using detail::OptimizerBase<Adam<T>>::step;
+  using detail::OptimizerBase<Adam<T, Backend>, Backend>::step;
   /// Written into checkpoints; a checkpoint only resumes into the same optimiser.
   static constexpr std::string_view name = "Adam";
   using options_type = AdamOptions;
+  /// The same optimiser on another backend (a device engine's working copy).
+  template <class B>
+  using rebind_backend = Adam<T, B>;
 
   explicit Adam(AdamOptions o = {}) : opt_(o) {
     detail::require(o.lr >= 0, "Adam", "lr", o.lr, ">= 0");
@@ -88,19 +91,21 @@ class Adam : public detail::OptimizerBase<Adam<T>> {
     const double bc2 = 1 - std::pow(opt_.beta2, s);
     const AdamRule<T> rule{T(opt_.weight_decay), T(1 - opt_.beta1), T(opt_.beta2),       T(1 - opt_.beta2),
                            T(std::sqrt(bc2)),    T(opt_.eps),       T(-(opt_.lr / bc1)), opt_.amsgrad};
+    using K = ops::ElementwiseKernels<Backend>;
     if (opt_.amsgrad)
-      cpu::apply_elementwise(this->threads(), rule, params.size(), params.data(), grads.data(), exp_avg_.data(),
-                             exp_avg_sq_.data(), max_exp_avg_sq_.data());
+      K::apply_rule(this->context(), rule, params.size(), params.data(), grads.data(), exp_avg_.data(),
+                    exp_avg_sq_.data(), max_exp_avg_sq_.data());
     else
-      cpu::apply_elementwise(this->threads(), rule, params.size(), params.data(), grads.data(), exp_avg_.data(),
-                             exp_avg_sq_.data());
+      K::apply_rule(this->context(), rule, params.size(), params.data(), grads.data(), exp_avg_.data(),
+                    exp_avg_sq_.data());
   }
 
   const AdamOptions& options() const noexcept { return opt_; }
   std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {
     if (params) ensure_state(params);
-    std::vector<OptimizerSlot<T>> out{{"exp_avg", exp_avg_.span()}, {"exp_avg_sq", exp_avg_sq_.span()}};
-    if (opt_.amsgrad) out.push_back({"max_exp_avg_sq", max_exp_avg_sq_.span()});
+    std::vector<OptimizerSlot<T>> out{{"exp_avg", detail::state_span(exp_avg_)},
+                                      {"exp_avg_sq", detail::state_span(exp_avg_sq_)}};
+    if (opt_.amsgrad) out.push_back({"max_exp_avg_sq", detail::state_span(max_exp_avg_sq_)});
     return out;
   }
 
@@ -113,7 +118,7 @@ class Adam : public detail::OptimizerBase<Adam<T>> {
   }
 
   AdamOptions opt_;
-  HostBuffer<T> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
+  typename Backend::template buffer<T> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
 };
 
 Adam(AdamOptions)->Adam<float>;

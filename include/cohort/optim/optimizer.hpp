@@ -15,8 +15,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
+#include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/cpu/thread_pool.hpp"
 #include "cohort/core/error.hpp"
 
@@ -48,29 +50,51 @@ std::string_view optimizer_name(const O& o) noexcept {
 }
 
 namespace detail {
-/// What every optimiser shares: the step count and stepping a whole network.
-template <class Derived>
+/// What every optimiser shares: the step count, stepping a whole network, and where the update
+/// runs (`Backend`: the CPU's threads, or a device's kernels with the state in device memory).
+template <class Derived, class Backend = Cpu>
 class OptimizerBase {
  public:
-  /// One step on every parameter of `net` with its current gradients.
+  using backend_type = Backend;
+
+  /// One step on every parameter of `net` with its current gradients (a network on the same
+  /// backend: the optimiser's state lives in that backend's memory).
   template <class Net>
   requires requires(Net& n) {
-    n.parameter_span();
-    n.gradient_span();
+    n.parameter_store();
+    n.gradient_store();
   }
-  void step(Net& net) { static_cast<Derived&>(*this).step(net.parameter_span(), net.gradient_span()); }
+  void step(Net& net) {
+    static_assert(std::is_same_v<typename Net::backend_type, Backend>,
+                  "optimizer step: the optimiser and the network are on different backends (an optimiser's "
+                  "second template argument is its backend: Sgd<float, ThrustDevice> steps a Network<Net, float, "
+                  "ThrustDevice>)");
+    static_cast<Derived&>(*this).step(net.parameter_store(), net.gradient_store());
+  }
   /// Steps taken so far (saved in checkpoints: Adam's bias correction depends on it).
   std::uint64_t steps() const noexcept { return steps_; }
   void set_steps(std::uint64_t s) noexcept { steps_ = s; }
   /// The threads step() runs on (null: the process's pool, set_num_threads). ThreadedReplicas
-  /// points it at its replica threads.
-  void set_threads(ThreadPool* pool) noexcept { pool_ = pool; }
-  ThreadPool& threads() const noexcept { return pool_ ? *pool_ : ThreadPool::global(); }
+  /// points it at its replica threads. CPU optimisers only.
+  void set_threads(ThreadPool* pool) noexcept requires std::is_same_v<Backend, Cpu> {
+    ctx_.pool = pool ? pool : &ThreadPool::global();
+  }
+  ThreadPool& threads() const noexcept requires std::is_same_v<Backend, Cpu> { return ctx_.threads(); }
+  /// Where a device optimiser's kernels run (its stream).
+  void set_context(const typename Backend::context& ctx) { ctx_ = ctx; }
+  typename Backend::context& context() noexcept { return ctx_; }
 
  protected:
   std::uint64_t steps_ = 0;
-  ThreadPool* pool_ = nullptr;
+  typename Backend::context ctx_{};
 };
+
+/// A flat optimiser state array as a span (HostBuffer and DeviceBuffer alike); device memory for
+/// device optimisers, so only their engines read it (through host copies).
+template <class Buffer>
+auto state_span(Buffer& b) noexcept {
+  return std::span(b.data(), b.size());
+}
 
 /// PyTorch's argument checks, with its wording: "Adam: invalid lr: -1 (expected >= 0)".
 inline void require(bool ok, const char* opt, const char* what, double value, const char* expected) {

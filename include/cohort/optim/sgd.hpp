@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cohort/backend/cpu/elementwise_apply.hpp"
+#include "cohort/backend/cpu/elementwise.hpp"
 #include "cohort/core/macros.hpp"
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/tensor/buffer.hpp"
@@ -51,14 +51,17 @@ struct SgdRule {
   }
 };
 
-/// `Sgd<T = float>`: SGD on a flat array of parameters.
-template <class T = float>
-class Sgd : public detail::OptimizerBase<Sgd<T>> {
+/// `Sgd<T = float, Backend = Cpu>`: SGD on a flat array of parameters (on `Backend`'s memory).
+template <class T = float, class Backend = Cpu>
+class Sgd : public detail::OptimizerBase<Sgd<T, Backend>, Backend> {
  public:
-  using detail::OptimizerBase<Sgd<T>>::step;
+  using detail::OptimizerBase<Sgd<T, Backend>, Backend>::step;
   /// Written into checkpoints; a checkpoint only resumes into the same optimiser.
   static constexpr std::string_view name = "SGD";
   using options_type = SgdOptions;
+  /// The same optimiser on another backend (a device engine's working copy).
+  template <class B>
+  using rebind_backend = Sgd<T, B>;
 
   explicit Sgd(SgdOptions o = {}) : opt_(o) {
     detail::require(o.lr >= 0, "SGD", "lr", o.lr, ">= 0");
@@ -74,9 +77,11 @@ class Sgd : public detail::OptimizerBase<Sgd<T>> {
     if (opt_.momentum != 0 && momentum_.size() == 0) momentum_.resize(params.size());
     const SgdRule<T> rule{T(opt_.lr),           T(opt_.momentum), T(1 - opt_.dampening),
                           T(opt_.weight_decay), opt_.nesterov,    first};
-    T* buf = momentum_.data();
-    T dummy{};
-    for (std::size_t i = 0; i < params.size(); ++i) rule(params[i], grads[i], buf ? buf[i] : dummy);
+    using K = ops::ElementwiseKernels<Backend>;
+    if (opt_.momentum != 0)
+      K::apply_rule(this->context(), rule, params.size(), params.data(), grads.data(), momentum_.data());
+    else // PyTorch's SGD without momentum ignores dampening: the two-argument rule
+      K::apply_rule(this->context(), rule, params.size(), params.data(), grads.data());
     ++this->steps_;
   }
 
@@ -86,12 +91,12 @@ class Sgd : public detail::OptimizerBase<Sgd<T>> {
   std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {
     if (opt_.momentum == 0) return {};
     if (momentum_.size() == 0 && params) momentum_.resize(params);
-    return {{"momentum_buffer", momentum_.span()}};
+    return {{"momentum_buffer", detail::state_span(momentum_)}};
   }
 
  private:
   SgdOptions opt_;
-  HostBuffer<T> momentum_;
+  typename Backend::template buffer<T> momentum_;
 };
 
 Sgd(SgdOptions)->Sgd<float>;

@@ -21,8 +21,23 @@ concept ParallelPolicy = requires {
   { P::replicas } -> std::convertible_to<std::size_t>;
 };
 
-/// Run-time knobs of the data-parallel policies (ignored by SingleDevice).
+namespace detail {
+/// A policy's communicator type is defined here (ProcessGroupDDP<Nccl> names one that only
+/// cohort/parallel/nccl.cuh defines); true for policies without one.
+template <class P>
+inline constexpr bool communicator_available = [] {
+  if constexpr (requires { typename P::communicator; }) return requires {
+      sizeof(typename P::communicator);
+    };
+  else
+    return true;
+}();
+} // namespace detail
+
+/// Run-time knobs of the data-parallel policies (ignored by SingleDevice but for `device`).
 struct DataParallelOptions {
+  /// GPU backends: the device SingleDevice<Cuda> trains on (its index among the visible ones).
+  int device = 0;
   /// ThreadedReplicas: intra-op threads of each replica (replicas x threads should not exceed
   /// the cores: the replicas' pools are separate).
   std::size_t threads_per_replica = 1;

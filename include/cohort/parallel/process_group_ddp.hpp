@@ -24,6 +24,10 @@ struct Mpi {
   static constexpr std::string_view name = "Mpi";
 };
 
+/// NCCL between GPUs, bootstrapped over MPI as Horovod does (one process per GPU): defined by
+/// cohort/parallel/nccl.cuh (nvcc, the cohort::nccl CMake target).
+struct Nccl;
+
 /// `ProcessGroupDDP<Comm = Mpi, Backend = Cpu>`: one process per rank over communicator Comm.
 template <class Comm = Mpi, class Backend = Cpu>
 struct ProcessGroupDDP {

@@ -32,7 +32,9 @@ class BatchView {
   constexpr BatchView() = default;
   constexpr BatchView(T* data, std::size_t batch) noexcept : data_(data), batch_(batch) {}
   /// A view of mutable data converts to a view of const data.
-  constexpr operator BatchView<S, const value_type>() const noexcept { return {data_, batch_}; }
+  /// (A template, so that a view of const data declares no conversion to its own type.)
+  template <class U = T>
+  requires(!std::is_const_v<U>) constexpr operator BatchView<S, const U>() const noexcept { return {data_, batch_}; }
 
   constexpr T* data() const noexcept { return data_; }
   constexpr std::size_t batch() const noexcept { return batch_; }

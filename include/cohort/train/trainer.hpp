@@ -42,6 +42,7 @@
 #include "cohort/train/checkpoint.hpp"
 #include "cohort/train/engine/engine.hpp"
 #include "cohort/train/engine/single_device.hpp"
+#include "cohort/train/engine/single_device_on_device.hpp"
 #include "cohort/train/engine/threaded_replicas.hpp"
 
 namespace cohort {
@@ -119,6 +120,13 @@ class Trainer {
       ParallelPolicy<Parallel>,
       "Trainer: Parallel must be a parallel policy (SingleDevice<>, ThreadedReplicas<N>, ProcessGroupDDP<Mpi>)");
   static_assert(PrecisionPolicy<Precision>, "Trainer: Precision must be a precision policy (FullPrecision, ...)");
+  static_assert(backend_available<typename Parallel::backend>,
+                "Trainer: the Cuda backend (SingleDevice<Cuda>, ThreadedReplicas<N, Cuda>, ProcessGroupDDP<Nccl, "
+                "Cuda>) needs CUDA: compile with nvcc, #include <cohort/backend/cuda.cuh> and link the cohort::cuda "
+                "CMake target");
+  static_assert(detail::communicator_available<Parallel>,
+                "Trainer: ProcessGroupDDP<Nccl, Cuda> needs CUDA and NCCL: compile with nvcc, #include "
+                "<cohort/parallel/nccl.cuh> and link the cohort::nccl CMake target");
   static_assert(Net::output_shape::rank == 1, "Trainer: the network must end in a vector of class scores");
 
   using input_shape = typename Net::input_shape;

@@ -24,6 +24,7 @@ struct Cpu {
   template <class U>
   using buffer = HostBuffer<U>;
   static constexpr const char* name = "cpu";
+  static constexpr bool host_memory = true;
 };
 
 } // namespace cohort

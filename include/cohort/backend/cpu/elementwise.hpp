@@ -6,8 +6,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "cohort/backend/cpu/context.hpp"
+#include "cohort/backend/cpu/elementwise_apply.hpp"
 #include "cohort/backend/ops.hpp"
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/random.hpp"
@@ -63,6 +65,27 @@ struct ops::ElementwiseKernels<Cpu> {
         for (std::size_t j = 0; j < unit_size; ++j) y[u * unit_size + j] = T(A(x[u * unit_size + j]) * m);
       }
     });
+  }
+
+  /// Host <-> "device" copies: on the CPU both sides are host memory (engines written for any
+  /// backend move data with these).
+  template <class T>
+  static void upload(CpuContext&, const T* host, T* device, std::size_t n) {
+    std::copy(host, host + n, device);
+  }
+  template <class T>
+  static void download(CpuContext&, const T* device, T* host, std::size_t n) {
+    std::copy(device, device + n, host);
+  }
+
+  /// rule(p[i], g[i], state[i]...) for i in [0, n): an optimiser's element rule, vectorised for
+  /// float (cpu::apply_elementwise), a plain loop for double.
+  template <class Rule, class T, class... State>
+  static void apply_rule(CpuContext& ctx, const Rule& rule, std::size_t n, T* p, const T* g, State*... state) {
+    if constexpr (std::is_same_v<T, float>)
+      cpu::apply_elementwise(ctx.threads(), rule, n, p, g, state...);
+    else
+      for (std::size_t i = 0; i < n; ++i) rule(p[i], g[i], state[i]...);
   }
 
   /// y[u, j] = x[u, j] * mask[u]: a per-unit mask broadcast over `unit_size` elements.

@@ -15,6 +15,7 @@
 
 #include "cohort/backend/cpu/simd.hpp"
 #include "cohort/backend/cpu/thread_pool.hpp"
+#include "cohort/core/macros.hpp"
 
 // Vector values cross (always-inlined) function boundaries here; GCC's note that their ABI
 // depends on -mavx* flags does not apply to code that is never called out of line.
@@ -29,7 +30,14 @@ namespace cohort::cpu {
 /// a target attribute, and GCC refuses to inline it into a generic rule (rules are templates
 /// compiled for the default target before they are inlined into the AVX-512/AVX2 loops). In those
 /// loops this is 2 or 4 VEX-encoded square roots per vector.
-COHORT_ALWAYS_INLINE float vsqrt(float x) noexcept { return std::sqrt(x); }
+/// The scalar version is also device code: optimiser rules run in CUDA kernels too.
+COHORT_HOST_DEVICE COHORT_ALWAYS_INLINE float vsqrt(float x) noexcept {
+#if defined(__CUDA_ARCH__)
+  return ::sqrtf(x); // IEEE-rounded unless -use_fast_math
+#else
+  return std::sqrt(x);
+#endif
+}
 template <int W>
 COHORT_ALWAYS_INLINE vec<W> vsqrt_lanes(vec<W> x) noexcept {
 #if COHORT_X86
@@ -70,6 +78,14 @@ COHORT_ALWAYS_INLINE void apply_range(const Rule& rule, std::size_t lo, std::siz
 /// rule(p[i], g[i], state[i]...) for i in [0, n), on `pool`'s threads.
 template <class Rule, class... State>
 void apply_elementwise(ThreadPool& pool, const Rule& rule, std::size_t n, float* p, const float* g, State*... state) {
+#if defined(__CUDACC__)
+  // In a CUDA translation unit the rules are __host__ __device__, and nvcc would also compile
+  // their GCC-vector instantiations as device code, which it cannot: the scalar loop (the same
+  // operations in the same order, so the same results, just not vectorised).
+  pool.parallel_for(n, 32 * 1024, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) rule(p[i], g[i], state[i]...);
+  });
+#else
   const Isa isa = active_isa();
   pool.parallel_for(n, 32 * 1024, [&](std::size_t lo, std::size_t hi) {
     dispatch_isa(
@@ -77,6 +93,7 @@ void apply_elementwise(ThreadPool& pool, const Rule& rule, std::size_t n, float*
         [&]() COHORT_TARGET_AVX2 { detail::apply_range<8>(rule, lo, hi, p, g, state...); },
         [&] { detail::apply_range<4>(rule, lo, hi, p, g, state...); });
   });
+#endif
 }
 
 } // namespace cohort::cpu

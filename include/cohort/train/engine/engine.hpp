@@ -38,10 +38,10 @@ namespace cohort {
 
 /// The loss a network's output calls for: NllLoss after a final LogSoftmax (seed 000),
 /// CrossEntropyLoss on raw scores otherwise (seeds 001, 003); T is the network's storage type.
-template <class Net, class T = float>
+template <class Net, class T = float, class Backend = Cpu>
 using default_loss_t = std::conditional_t<
-    std::is_same_v<typename detail::at_t<Net::layer_count - 1, typename Net::layers>::layer, LogSoftmax>, NllLoss<T>,
-    CrossEntropyLoss<T>>;
+    std::is_same_v<typename detail::at_t<Net::layer_count - 1, typename Net::layers>::layer, LogSoftmax>,
+    NllLoss<T, Backend>, CrossEntropyLoss<T, Backend>>;
 
 /// What an engine is built with.
 struct EngineOptions {
@@ -73,10 +73,12 @@ namespace detail {
 /// adds its specialisation (train/engine/); an unsupported pair fails here, with a message.
 template <class Parallel, class Precision, class Net, class Opt>
 class TrainEngine {
-  static_assert(dependent_false<Parallel>,
-                "Trainer: this combination of parallel and precision policies is not available (policies live in "
-                "cohort/parallel/ and cohort/precision/; ProcessGroupDDP<Mpi> needs #include <cohort/mpi.hpp> and "
-                "the cohort::mpi CMake target)");
+  static_assert(
+      dependent_false<Parallel>,
+      "Trainer: this combination of parallel and precision policies is not available (policies live in "
+      "cohort/parallel/ and cohort/precision/; ProcessGroupDDP<Mpi> needs #include <cohort/mpi.hpp> and "
+      "the cohort::mpi CMake target; the Cuda policies have no training engine yet: Network<Net, float, Cuda> "
+      "runs forward and backward)");
 };
 
 /// The collective operations of an engine whose replicas live in one process: nothing to agree

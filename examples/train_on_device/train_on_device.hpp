@@ -1,0 +1,77 @@
+// Seed 000's model (ModelA, Adadelta lr 0.5, NLL loss) trained on Fashion-MNIST with the device
+// backend `Backend`: SingleDevice<Cuda> on a GPU (main_cuda.cu), or the very same kernels on the
+// CPU's cores through Thrust's OpenMP system (main_omp.cpp, SingleDevice<ThrustDevice>).
+//
+//     train_on_device_cuda [--data-dir DIR] [--epochs N] [--batch-size N] [--max-steps N] [--device I]
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include <cohort/cohort.hpp>
+#include <cohort/models/seed_models.hpp>
+
+struct DeviceTrainOptions {
+  std::string data_dir = cohort::default_data_dir.string();
+  std::size_t epochs = 1, batch_size = 128, max_steps = 0;
+  int device = 0;
+};
+
+/// Parses the few flags above; exits with a message on anything else.
+inline DeviceTrainOptions parse_device_train_options(int argc, char** argv) {
+  DeviceTrainOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    auto number = [&](const char* flag) {
+      if (!v) {
+        std::fprintf(stderr, "%s: %s needs a value\n", argv[0], flag);
+        std::exit(2);
+      }
+      ++i;
+      return std::strtoull(v, nullptr, 10);
+    };
+    if (a == "--data-dir" && v) {
+      o.data_dir = v;
+      ++i;
+    } else if (a == "--epochs") {
+      o.epochs = number("--epochs");
+    } else if (a == "--batch-size") {
+      o.batch_size = number("--batch-size");
+    } else if (a == "--max-steps") {
+      o.max_steps = number("--max-steps");
+    } else if (a == "--device") {
+      o.device = int(number("--device"));
+    } else {
+      std::fprintf(stderr, "usage: %s [--data-dir DIR] [--epochs N] [--batch-size N] [--max-steps N] [--device I]\n",
+                   argv[0]);
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+template <class Backend>
+int train_on_device(const DeviceTrainOptions& o) {
+  using namespace cohort;
+  using Net = models::ModelA;
+  using Data = ImageDataset<Net::input_shape>;
+  const IdxArray train_images = read_idx(find_idx_files(o.data_dir, Split::train).images, idx_images_magic);
+  const Normalization norm = Normalization::of(train_images);
+  const Data train_set = Data::from_idx(
+      train_images, read_idx(find_idx_files(o.data_dir, Split::train).labels, idx_labels_magic), 10, norm);
+  const Data test_set = Data::load(find_idx_files(o.data_dir, Split::test), 10, norm);
+  TrainerOptions to;
+  to.batch_size = o.batch_size;
+  to.max_steps = o.max_steps;
+  to.parallel.device = o.device;
+  Trainer<Net, Adadelta<>, SingleDevice<Backend>> trainer(Adadelta({.lr = 0.5}), to);
+  std::printf("model A on %s (device %d): %zu training and %zu test images, batch %zu\n", Backend::name, o.device,
+              train_set.size(), test_set.size(), o.batch_size);
+  const auto history = trainer.fit(train_set, o.epochs, &test_set);
+  if (!history.empty() && history.back().test_accuracy)
+    std::printf("test accuracy: %.2f%%\n", *history.back().test_accuracy);
+  return 0;
+}

@@ -1,0 +1,84 @@
+#pragma once
+/// \file
+/// `Cuda`: the device kernels of backend/device/ on an NVIDIA GPU, with cuBLAS for every GEMM
+/// and a CUDA stream per context. CUDA code: compile with nvcc and link the cohort::cuda CMake
+/// target (it defines COHORT_WITH_CUDA and adds cudart and cuBLAS).
+///
+///     #include <cohort/backend/cuda.cuh>
+///     cohort::Network<ModelA, float, cohort::Cuda> net(seed);   // on the current device
+///
+/// The same kernels run on the CPU in CI (cohort/backend/thrust_device.hpp, Thrust's OpenMP
+/// system); this file adds only what needs the CUDA runtime.
+
+#if !defined(__CUDACC__)
+#error "cohort/backend/cuda.cuh is CUDA code: compile it with nvcc (CMake: a .cu source linked to cohort::cuda)"
+#endif
+
+#include <cuda_runtime_api.h>
+#include <thrust/system/cuda/execution_policy.h>
+
+#include "cohort/backend/cuda/cublas_gemm.cuh"
+#include "cohort/backend/cuda/error.cuh"
+#include "cohort/backend/device/batch_norm.hpp"
+#include "cohort/backend/device/conv2d.hpp"
+#include "cohort/backend/device/device_buffer.hpp"
+#include "cohort/backend/device/elementwise.hpp"
+#include "cohort/backend/device/linear.hpp"
+#include "cohort/backend/device/pool.hpp"
+#include "cohort/backend/device/softmax.hpp"
+#include "cohort/backend/ops.hpp"
+
+namespace cohort {
+
+/// Where the CUDA kernels of one replica run: its device and stream (the default stream unless
+/// an engine gives the replica its own). Kernels launch on the calling thread's current device,
+/// which must be `device` (engines call cudaSetDevice once per replica thread).
+struct CudaContext {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+
+  auto policy() const { return thrust::cuda::par_nosync.on(stream); }
+  /// Makes `device` the calling thread's current device (engines call it once per thread).
+  void activate() const { COHORT_CUDA_CHECK(cudaSetDevice(device), device); }
+  template <class In, class Out>
+  void gemm(const device::GemmArgs<In, Out>& g) const {
+    gpu::gemm(g, device, stream);
+  }
+  /// Waits for everything queued on the stream; errors of earlier kernels surface here.
+  void synchronize() const { COHORT_CUDA_CHECK(cudaStreamSynchronize(stream), device); }
+};
+
+/// The backend tag (declared in backend/ops.hpp so policies can name it without CUDA).
+struct Cuda {
+  using context = CudaContext;
+  template <class U>
+  using buffer = DeviceBuffer<U>;
+  static constexpr const char* name = "cuda";
+  static constexpr bool host_memory = false;
+};
+
+template <>
+struct ops::Conv2dKernels<Cuda> : device::Conv2dKernels<Cuda> {};
+template <>
+struct ops::LinearKernels<Cuda> : device::LinearKernels<Cuda> {};
+template <>
+struct ops::PoolKernels<Cuda> : device::PoolKernels<Cuda> {};
+template <>
+struct ops::BatchNormKernels<Cuda> : device::BatchNormKernels<Cuda> {};
+template <>
+struct ops::ElementwiseKernels<Cuda> : device::ElementwiseKernels<Cuda> {};
+template <>
+struct ops::SoftmaxKernels<Cuda> : device::SoftmaxKernels<Cuda> {};
+
+/// GPUs visible to this process (0 without a driver or device: no exception, so programs and
+/// tests can skip).
+inline int cuda_device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError(); // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+} // namespace cohort

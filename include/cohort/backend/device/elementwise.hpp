@@ -1,0 +1,126 @@
+#pragma once
+/// \file
+/// Element-wise ops on a device backend: ReLU, dropout masks, copies, as Thrust algorithms over
+/// host/device functors.
+
+#include <cstddef>
+#include <utility>
+
+#include <thrust/copy.h>
+#include <thrust/device_ptr.h>
+#include <thrust/transform.h>
+
+#include "cohort/backend/device/for_each_index.hpp"
+#include "cohort/backend/ops.hpp"
+#include "cohort/core/dtype.hpp"
+#include "cohort/core/macros.hpp"
+#include "cohort/core/random.hpp"
+
+namespace cohort::device {
+
+namespace detail {
+template <class T>
+struct Relu {
+  COHORT_HOST_DEVICE T operator()(T x) const { return accumulator_t<T>(x) > 0 ? x : T(0); }
+};
+/// dx = dy where y > 0 (PyTorch's threshold_backward on the output).
+template <class T>
+struct ReluGrad {
+  COHORT_HOST_DEVICE T operator()(T y, T dy) const { return accumulator_t<T>(y) > 0 ? dy : T(0); }
+};
+template <class T>
+struct DropoutUnit {
+  using A = accumulator_t<T>;
+  RandomStream stream;
+  GlobalUnits index;
+  float p;
+  A scale;
+  const T* x;
+  A* mask;
+  T* y;
+  std::size_t unit_size;
+  COHORT_HOST_DEVICE void operator()(std::size_t u) const {
+    const A m = stream.uniform(index(u)) >= p ? scale : A(0);
+    mask[u] = m;
+    for (std::size_t j = 0; j < unit_size; ++j) y[u * unit_size + j] = T(A(x[u * unit_size + j]) * m);
+  }
+};
+template <class T>
+struct MaskMultiply {
+  const T* x;
+  const accumulator_t<T>* mask;
+  T* y;
+  std::size_t unit_size;
+  COHORT_HOST_DEVICE void operator()(std::size_t i) const {
+    using A = accumulator_t<T>;
+    y[i] = T(A(x[i]) * mask[i / unit_size]);
+  }
+};
+/// An optimiser's element rule at index i, with K state arrays.
+template <class Rule, class T, std::size_t K>
+struct ApplyRule {
+  Rule rule;
+  T* p;
+  const T* g;
+  T* state[K > 0 ? K : 1];
+  COHORT_HOST_DEVICE void operator()(std::size_t i) const { call(i, std::make_index_sequence<K>{}); }
+  template <std::size_t... J>
+  COHORT_HOST_DEVICE void call(std::size_t i, std::index_sequence<J...>) const {
+    rule(p[i], g[i], state[J][i]...);
+  }
+};
+} // namespace detail
+
+/// ops::ElementwiseKernels for a device backend (its context supplies `policy()`).
+template <class Backend>
+struct ElementwiseKernels {
+  using context = typename Backend::context;
+
+  template <class T>
+  static void copy(context& ctx, const T* x, T* y, std::size_t n) {
+    thrust::copy_n(ctx.policy(), x, n, y);
+  }
+  template <class T>
+  static void relu_forward(context& ctx, const T* x, T* y, std::size_t n) {
+    thrust::transform(ctx.policy(), x, x + n, y, detail::Relu<T>{});
+  }
+  template <class T>
+  static void relu_backward(context& ctx, const T* y, const T* dy, T* dx, std::size_t n) {
+    thrust::transform(ctx.policy(), y, y + n, dy, dx, detail::ReluGrad<T>{});
+  }
+  /// As the CPU backend: unit u is kept when stream.uniform(index(u)) >= p, so masks are the
+  /// same on every backend, replica count and world size.
+  template <class T>
+  static void dropout_forward(context& ctx, RandomStream stream, GlobalUnits index, float p, const T* x,
+                              accumulator_t<T>* mask, T* y, std::size_t units, std::size_t unit_size) {
+    using A = accumulator_t<T>;
+    const A scale = A(1) / (A(1) - A(p));
+    for_each_index(ctx.policy(), units, detail::DropoutUnit<T>{stream, index, p, scale, x, mask, y, unit_size});
+  }
+  /// Host -> device and device -> host copies of raw arrays (engines move batches, scores and
+  /// optimiser state with these; DeviceBuffer has its own).
+  template <class T>
+  static void upload(context&, const T* host, T* device, std::size_t n) {
+    thrust::copy(host, host + n, thrust::device_pointer_cast(device));
+  }
+  template <class T>
+  static void download(context&, const T* device, T* host, std::size_t n) {
+    const auto first = thrust::device_pointer_cast(device);
+    thrust::copy(first, first + std::ptrdiff_t(n), host);
+  }
+
+  /// rule(p[i], g[i], state[i]...) for i in [0, n): an optimiser step (the rules of optim/ are
+  /// host and device code).
+  template <class Rule, class T, class... State>
+  static void apply_rule(context& ctx, const Rule& rule, std::size_t n, T* p, const T* g, State*... state) {
+    for_each_index(ctx.policy(), n, detail::ApplyRule<Rule, T, sizeof...(State)>{rule, p, g, {state...}});
+  }
+
+  template <class T>
+  static void multiply(context& ctx, const T* x, const accumulator_t<T>* mask, T* y, std::size_t units,
+                       std::size_t unit_size) {
+    for_each_index(ctx.policy(), units * unit_size, detail::MaskMultiply<T>{x, mask, y, unit_size});
+  }
+};
+
+} // namespace cohort::device

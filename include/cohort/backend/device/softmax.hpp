@@ -1,0 +1,152 @@
+#pragma once
+/// \file
+/// Row-wise log-softmax and the classification losses on a device backend. Losses reduce with
+/// the mean over the batch, summed in double as on the CPU.
+///
+/// The losses take their labels in host memory (the loss classes' interface): they are copied
+/// to a per-thread device scratch buffer first (a replica thread drives one device).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
+
+#include "cohort/backend/device/device_buffer.hpp"
+#include "cohort/backend/device/for_each_index.hpp"
+#include "cohort/backend/device/math.hpp"
+#include "cohort/core/dtype.hpp"
+#include "cohort/core/macros.hpp"
+
+namespace cohort::device {
+
+namespace detail {
+template <class T, class U>
+struct LogSoftmaxRow {
+  const T* x;
+  U* y;
+  std::size_t cols;
+  COHORT_HOST_DEVICE void operator()(std::size_t r) const {
+    using A = accumulator_t<T>;
+    const T* in = x + r * cols;
+    A mx = -math::infinity<A>();
+    for (std::size_t c = 0; c < cols; ++c) mx = A(in[c]) > mx ? A(in[c]) : mx;
+    A sum = 0;
+    for (std::size_t c = 0; c < cols; ++c) sum += math::exp(A(in[c]) - mx);
+    const A lse = math::log(sum);
+    for (std::size_t c = 0; c < cols; ++c) y[r * cols + c] = U(A(in[c]) - mx - lse);
+  }
+};
+/// dx = dy - exp(y) * sum(dy), one row per index.
+template <class T>
+struct LogSoftmaxGradRow {
+  const T* y;
+  const T* dy;
+  T* dx;
+  std::size_t cols;
+  COHORT_HOST_DEVICE void operator()(std::size_t r) const {
+    using A = accumulator_t<T>;
+    A sum = 0;
+    for (std::size_t c = 0; c < cols; ++c) sum += A(dy[r * cols + c]);
+    for (std::size_t c = 0; c < cols; ++c)
+      dx[r * cols + c] = T(A(dy[r * cols + c]) - math::exp(A(y[r * cols + c])) * sum);
+  }
+};
+/// -logp[r, label[r]] in double.
+template <class L>
+struct PickedLoss {
+  const L* logp;
+  const std::int32_t* labels;
+  std::size_t cols;
+  COHORT_HOST_DEVICE double operator()(std::size_t r) const {
+    return -double(accumulator_t<L>(logp[r * cols + std::size_t(labels[r])]));
+  }
+};
+/// NLL's gradient: g at each row's label, 0 elsewhere.
+template <class T>
+struct NllGrad {
+  const std::int32_t* labels;
+  std::size_t cols;
+  T g;
+  T* grad;
+  COHORT_HOST_DEVICE void operator()(std::size_t i) const {
+    grad[i] = std::size_t(labels[i / cols]) == i % cols ? g : T(0);
+  }
+};
+/// Cross-entropy's gradient: (softmax - onehot) * s.
+template <class T, class L>
+struct CrossEntropyGrad {
+  const L* logp;
+  const std::int32_t* labels;
+  std::size_t cols;
+  accumulator_t<T> s;
+  T* grad;
+  COHORT_HOST_DEVICE void operator()(std::size_t i) const {
+    using A = accumulator_t<T>;
+    const A onehot = std::size_t(labels[i / cols]) == i % cols ? A(1) : A(0);
+    grad[i] = T((math::exp(A(logp[i])) - onehot) * s);
+  }
+};
+
+/// The labels of the current loss call on the device.
+inline const std::int32_t* device_labels(const std::int32_t* host, std::size_t n) {
+  thread_local DeviceBuffer<std::int32_t> labels;
+  labels.assign_from_host(host, n);
+  return labels.data();
+}
+} // namespace detail
+
+/// ops::SoftmaxKernels for a device backend.
+template <class Backend>
+struct SoftmaxKernels {
+  using context = typename Backend::context;
+
+  template <class T, class U>
+  static void log_softmax_forward(context& ctx, const T* x, U* y, std::size_t rows, std::size_t cols) {
+    for_each_index(ctx.policy(), rows, detail::LogSoftmaxRow<T, U>{x, y, cols});
+  }
+  template <class T>
+  static void log_softmax_backward(context& ctx, const T* y, const T* dy, T* dx, std::size_t rows, std::size_t cols) {
+    for_each_index(ctx.policy(), rows, detail::LogSoftmaxGradRow<T>{y, dy, dx, cols});
+  }
+
+  /// mean_n -logp[n, label[n]]; grad (if not null) = d loss / d logp, scaled by `grad_scale`.
+  /// `labels` are in host memory.
+  template <class T>
+  static double nll(context& ctx, const T* logp, const std::int32_t* labels, std::size_t rows, std::size_t cols,
+                    T* grad, double grad_scale) {
+    const std::int32_t* d_labels = detail::device_labels(labels, rows);
+    const double sum = picked_sum(ctx, logp, d_labels, rows, cols);
+    if (grad)
+      for_each_index(ctx.policy(), rows * cols,
+                     detail::NllGrad<T>{d_labels, cols, T(-grad_scale / double(rows)), grad});
+    return sum / double(rows);
+  }
+
+  /// Fused log-softmax + NLL on raw scores; `logp` receives the log-probabilities.
+  template <class T, class L>
+  static double cross_entropy(context& ctx, const T* x, const std::int32_t* labels, std::size_t rows, std::size_t cols,
+                              L* logp, T* grad, double grad_scale) {
+    const std::int32_t* d_labels = detail::device_labels(labels, rows);
+    log_softmax_forward(ctx, x, logp, rows, cols);
+    const double sum = picked_sum(ctx, logp, d_labels, rows, cols);
+    if (grad)
+      for_each_index(
+          ctx.policy(), rows * cols,
+          detail::CrossEntropyGrad<T, L>{logp, d_labels, cols, accumulator_t<T>(grad_scale / double(rows)), grad});
+    return sum / double(rows);
+  }
+
+ private:
+  template <class L>
+  static double picked_sum(context& ctx, const L* logp, const std::int32_t* labels, std::size_t rows,
+                           std::size_t cols) {
+    return thrust::transform_reduce(ctx.policy(), thrust::counting_iterator<std::size_t>(0),
+                                    thrust::counting_iterator<std::size_t>(rows),
+                                    detail::PickedLoss<L>{logp, labels, cols}, 0.0, thrust::plus<double>{});
+  }
+};
+
+} // namespace cohort::device

@@ -1,0 +1,67 @@
+#pragma once
+// Trainer<..., SingleDevice<Dev>> (train/engine/single_device_on_device.hpp) on the device backend
+// `Dev` (chosen by the including file): it follows the CPU trainer (host-compiler builds), resumes
+// exactly from its own checkpoints, and learns.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <random>
+
+#include <cohort/models/seed_models.hpp>
+
+#include "support/bands.hpp"
+#include "support/device_harness.hpp"
+
+using namespace cohort;
+using namespace cohort::test;
+
+namespace {
+namespace fs = std::filesystem;
+
+struct DeviceTempDir {
+  fs::path path = fs::temp_directory_path() / ("cohort_device_trainer_" + std::to_string(std::random_device{}()));
+  DeviceTempDir() { fs::create_directories(path); }
+  ~DeviceTempDir() { fs::remove_all(path); }
+};
+
+template <class Net, class Policy, class Opt>
+std::vector<float> trained_weights(Opt opt, const Bands& data, std::uint64_t steps, const fs::path& save = {},
+                                   const fs::path& resume = {}) {
+  Trainer<Net, Opt, Policy> t(std::move(opt), {.batch_size = 24, .seed = 5, .max_steps = steps, .log = nullptr});
+  if (!resume.empty()) t.resume(resume);
+  t.fit(data, 10);
+  if (!save.empty()) t.save(save);
+  return {t.parameters().values.begin(), t.parameters().values.end()};
+}
+
+template <class Net, class Opt>
+void check_device_trainer(Opt opt, std::uint64_t total, std::uint64_t half) {
+  const Bands data(100, 1); // 5 batches per epoch (the last one short): runs cross epochs
+  DeviceTempDir dir;
+  const auto straight = trained_weights<Net, SingleDevice<Dev>>(opt, data, total);
+#if !defined(__CUDACC__) // CPU networks stay out of .cu files (layers_cases.hpp says why)
+  const auto cpu = trained_weights<Net, SingleDevice<>>(opt, data, total);
+  // Same data order, initialisation and dropout masks; sums in other orders.
+  COHORT_CHECK_CLOSE(straight, cpu, 1e-4, "device-trained weights vs CPU-trained");
+#endif
+  trained_weights<Net, SingleDevice<Dev>>(opt, data, half, dir.path / "half.safetensors");
+  const auto resumed = trained_weights<Net, SingleDevice<Dev>>(opt, data, total, {}, dir.path / "half.safetensors");
+  CHECK(straight == resumed); // bitwise: parameters, statistics and optimiser state went through the checkpoint
+}
+} // namespace
+
+TEST_CASE("device trainer: follows the CPU trainer and resumes exactly (BatchNorm statistics, SGD momentum)") {
+  check_device_trainer<models::ModelB>(Sgd({.lr = 0.05, .momentum = 0.9}), 12, 5);
+}
+TEST_CASE("device trainer: follows the CPU trainer and resumes exactly (dropout, Adadelta)") {
+  check_device_trainer<models::ModelA>(Adadelta({.lr = 0.5}), 8, 3);
+}
+TEST_CASE("device trainer: learns and evaluates (model C, Adam)") {
+  const Bands train(600, 2), test(200, 3);
+  Trainer<models::ModelC, Adam<>, SingleDevice<Dev>> t(Adam({.lr = 1e-3, .eps = 1e-7}),
+                                                       {.batch_size = 50, .log = nullptr});
+  const auto history = t.fit(train, 2, &test);
+  REQUIRE(history.size() == 2);
+  CHECK(history[1].test_accuracy.value() > 90.0);
+  CHECK(t.step() == 24);
+}
