@@ -25,6 +25,7 @@
 #include "cohort/backend/device/elementwise.hpp"
 #include "cohort/backend/device/linear.hpp"
 #include "cohort/backend/device/pool.hpp"
+#include "cohort/backend/device/replica_all_reduce.hpp"
 #include "cohort/backend/device/softmax.hpp"
 #include "cohort/backend/ops.hpp"
 

@@ -44,6 +44,7 @@
 #include "cohort/train/engine/single_device.hpp"
 #include "cohort/train/engine/single_device_on_device.hpp"
 #include "cohort/train/engine/threaded_replicas.hpp"
+#include "cohort/train/engine/threaded_replicas_on_device.hpp"
 
 namespace cohort {
 

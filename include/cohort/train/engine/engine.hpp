@@ -77,8 +77,8 @@ class TrainEngine {
       dependent_false<Parallel>,
       "Trainer: this combination of parallel and precision policies is not available (policies live in "
       "cohort/parallel/ and cohort/precision/; ProcessGroupDDP<Mpi> needs #include <cohort/mpi.hpp> and "
-      "the cohort::mpi CMake target; the Cuda policies have no training engine yet: Network<Net, float, Cuda> "
-      "runs forward and backward)");
+      "the cohort::mpi CMake target; on a device backend SingleDevice and ThreadedReplicas take FullPrecision "
+      "only, and ProcessGroupDDP<Nccl, Cuda> has no engine yet)");
 };
 
 /// The collective operations of an engine whose replicas live in one process: nothing to agree

@@ -1,0 +1,77 @@
+#pragma once
+// Trainer<..., ThreadedReplicas<N, Dev>> (train/engine/threaded_replicas_on_device.hpp) on the
+// device backend `Dev` (chosen by the including file): replicas with their own parameter copies
+// train like the CPU's ThreadedReplicas (host-compiler builds), stay identical, and resume
+// exactly.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <random>
+
+#include <cohort/models/seed_models.hpp>
+
+#include "support/bands.hpp"
+#include "support/device_harness.hpp"
+
+using namespace cohort;
+using namespace cohort::test;
+
+namespace {
+namespace fs = std::filesystem;
+
+struct ReplicaTempDir {
+  fs::path path = fs::temp_directory_path() / ("cohort_device_replicas_" + std::to_string(std::random_device{}()));
+  ReplicaTempDir() { fs::create_directories(path); }
+  ~ReplicaTempDir() { fs::remove_all(path); }
+};
+
+template <class Net, class Policy, class Opt>
+std::vector<float> replica_weights(Opt opt, const Bands& data, std::uint64_t steps, std::size_t replicas,
+                                   const fs::path& save = {}, const fs::path& resume = {}) {
+  TrainerOptions to{.batch_size = 24, .seed = 5, .max_steps = steps, .log = nullptr};
+  to.parallel.replicas = replicas;
+  Trainer<Net, Opt, Policy> t(std::move(opt), to);
+  if (!resume.empty()) t.resume(resume);
+  t.fit(data, 10);
+  if (!save.empty()) t.save(save);
+  return {t.parameters().values.begin(), t.parameters().values.end()};
+}
+} // namespace
+
+// A GPU build defines COHORT_TEST_DEVICE_COUNT (visible GPUs): cases needing more skip.
+#if defined(COHORT_TEST_DEVICE_COUNT)
+#define COHORT_REQUIRE_DEVICES(n)                                                                                      \
+  if (COHORT_TEST_DEVICE_COUNT < (n)) {                                                                                \
+    MESSAGE("skipped: needs " << (n) << " devices");                                                                   \
+    return;                                                                                                            \
+  }
+#else
+#define COHORT_REQUIRE_DEVICES(n)
+#endif
+
+TEST_CASE("device replicas: ThreadedReplicas on the device trains like the CPU's and resumes exactly") {
+  COHORT_REQUIRE_DEVICES(3)
+  const Bands data(100, 1); // batches of 24 and a last one of 4: uneven shards
+  ReplicaTempDir dir;
+  using Net = models::ModelB; // BatchNorm: per-replica batch statistics, replica 0's running ones
+  const Sgd<> opt({.lr = 0.05, .momentum = 0.9});
+  const auto dev = replica_weights<Net, ThreadedReplicas<dynamic_replicas, Dev>>(opt, data, 9, 3);
+#if !defined(__CUDACC__) // CPU networks stay out of .cu files (layers_cases.hpp says why)
+  const auto cpu = replica_weights<Net, ThreadedReplicas<dynamic_replicas>>(opt, data, 9, 3);
+  COHORT_CHECK_CLOSE(dev, cpu, 1e-4, "3 device replicas vs 3 CPU replicas");
+#endif
+  replica_weights<Net, ThreadedReplicas<dynamic_replicas, Dev>>(opt, data, 4, 3, dir.path / "half.safetensors");
+  const auto resumed =
+      replica_weights<Net, ThreadedReplicas<dynamic_replicas, Dev>>(opt, data, 9, 3, {}, dir.path / "half.safetensors");
+  CHECK(dev == resumed); // bitwise
+}
+
+TEST_CASE("device replicas: two replicas with dropout and Adam learn and evaluate on shards") {
+  COHORT_REQUIRE_DEVICES(2)
+  const Bands train(600, 2), test(200, 3);
+  Trainer<models::ModelA, Adam<>, ThreadedReplicas<2, Dev>> t(Adam({.lr = 1e-3}), {.batch_size = 50, .log = nullptr});
+  const auto history = t.fit(train, 2, &test);
+  REQUIRE(history.size() == 2);
+  CHECK(history[1].test_accuracy.value() > 90.0);
+  CHECK(t.engine().devices() == 2);
+}
