@@ -30,6 +30,7 @@
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
 #include "cohort/parallel/policy.hpp"
+#include "cohort/parallel/threaded_replicas.hpp"
 #include "cohort/precision/mixed_precision.hpp"
 #include "cohort/tensor/batch.hpp"
 #include "cohort/tensor/buffer.hpp"
@@ -215,6 +216,23 @@ std::size_t gather_strided(const float* x, std::span<const std::int32_t> labels,
     out_labels[i] = labels[src];
   }
   return n;
+}
+
+/// The replica count of ThreadedReplicas<N>: N, or the run-time count for dynamic_replicas.
+template <std::size_t N>
+std::size_t replica_count(const DataParallelOptions& o) {
+  if constexpr (N != dynamic_replicas) {
+    return N;
+  } else {
+    if (o.replicas == 0) throw ValueError("ThreadedReplicas: replicas must be at least 1");
+    return o.replicas;
+  }
+}
+
+/// Samples [begin, begin + count) of a batch of n cut into `parts` contiguous shards: shard r's.
+inline std::pair<std::size_t, std::size_t> contiguous_shard(std::size_t n, std::size_t parts, std::size_t r) noexcept {
+  const std::size_t base = n / parts, extra = n % parts;
+  return {r * base + std::min(r, extra), base + (r < extra ? 1 : 0)};
 }
 
 /// Checks the deterministic-mode chunk count against the number of parts (replicas or ranks)

@@ -27,13 +27,14 @@
 #include "cohort/parallel/single_device.hpp"
 #include "cohort/precision/full_precision.hpp"
 #include "cohort/train/checkpoint.hpp"
+#include "cohort/train/engine/device_state.hpp"
 #include "cohort/train/engine/engine.hpp"
 
 namespace cohort::detail {
 
 template <class Backend, class Net, class Opt>
 requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>, FullPrecision, Net, Opt>
-    : public LocalCollectives {
+    : public LocalCollectives, public FullPrecisionHooks {
   static_assert(
       requires { typename Opt::template rebind_backend<Backend>; },
       "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
@@ -98,18 +99,9 @@ requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>,
   }
   /// The host parameters and optimiser state were loaded: they replace the device's.
   void after_load() {
-    params_.copy_from(host_);
-    auto host_slots = opt_.slots(host_.values.size());
-    auto dev_slots = dev_opt_.slots(host_.values.size());
-    for (std::size_t i = 0; i < host_slots.size(); ++i)
-      K::upload(ctx_, host_slots[i].values.data(), dev_slots[i].values.data(), host_slots[i].values.size());
-    dev_opt_.set_steps(opt_.steps());
+    state_to_device<Backend>(ctx_, host_, opt_, params_, dev_opt_);
     host_stale_ = false;
   }
-  void export_state(TrainerState&) {}
-  void import_state(const TrainerState&) {}
-  std::uint64_t skipped_steps() { return 0; }
-  double loss_scale() { return 0; }
 
  private:
   static typename Backend::context make_context(int device) {
@@ -124,12 +116,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>,
     return {input_.data(), x.batch()};
   }
   void download() {
-    host_.copy_from(params_);
-    auto host_slots = opt_.slots(host_.values.size());
-    auto dev_slots = dev_opt_.slots(host_.values.size());
-    for (std::size_t i = 0; i < host_slots.size(); ++i)
-      K::download(ctx_, dev_slots[i].values.data(), host_slots[i].values.data(), host_slots[i].values.size());
-    opt_.set_steps(dev_opt_.steps());
+    state_to_host<Backend>(ctx_, params_, dev_opt_, host_, opt_);
     host_stale_ = false;
   }
 

@@ -94,19 +94,10 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
   PrecisionState<Precision, Net>& precision() noexcept { return prec_; }
 
  private:
-  static std::size_t count(const DataParallelOptions& o) {
-    if constexpr (N != dynamic_replicas) {
-      return N;
-    } else {
-      if (o.replicas == 0) throw ValueError("ThreadedReplicas: replicas must be at least 1");
-      return o.replicas;
-    }
-  }
-
+  static std::size_t count(const DataParallelOptions& o) { return replica_count<N>(o); }
   /// Samples [begin, begin + count) of a batch of n: replica r's contiguous shard.
   std::pair<std::size_t, std::size_t> shard(std::size_t n, std::size_t r) const noexcept {
-    const std::size_t base = n / n_, extra = n % n_;
-    return {r * base + std::min(r, extra), base + (r < extra ? 1 : 0)};
+    return contiguous_shard(n, n_, r);
   }
 
   double step_shards(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {

@@ -28,6 +28,7 @@
 #include "cohort/parallel/threaded_replicas.hpp"
 #include "cohort/precision/full_precision.hpp"
 #include "cohort/train/checkpoint.hpp"
+#include "cohort/train/engine/device_state.hpp"
 #include "cohort/train/engine/engine.hpp"
 
 namespace cohort::device {
@@ -41,7 +42,7 @@ namespace cohort::detail {
 
 template <std::size_t N, class Backend, class Net, class Opt>
 requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Backend>, FullPrecision, Net, Opt>
-    : public LocalCollectives {
+    : public LocalCollectives, public FullPrecisionHooks {
   static_assert(
       requires { typename Opt::template rebind_backend<Backend>; },
       "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
@@ -164,33 +165,16 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Ba
   void after_load() {
     on_each([&](std::size_t r) {
       DeviceReplica& d = *replicas_[r];
-      d.params.copy_from(host_);
-      auto host_slots = opt_.slots(host_.values.size());
-      auto dev_slots = d.opt.slots(host_.values.size());
-      for (std::size_t i = 0; i < host_slots.size(); ++i)
-        K::upload(ctx_[r], host_slots[i].values.data(), dev_slots[i].values.data(), host_slots[i].values.size());
-      d.opt.set_steps(opt_.steps());
+      state_to_device<Backend>(ctx_[r], host_, opt_, d.params, d.opt);
     });
     host_stale_ = false;
   }
-  void export_state(TrainerState&) {}
-  void import_state(const TrainerState&) {}
-  std::uint64_t skipped_steps() { return 0; }
-  double loss_scale() { return 0; }
 
  private:
-  static std::size_t count(const DataParallelOptions& o) {
-    if constexpr (N != dynamic_replicas) {
-      return N;
-    } else {
-      if (o.replicas == 0) throw ValueError("ThreadedReplicas: replicas must be at least 1");
-      return o.replicas;
-    }
-  }
+  static std::size_t count(const DataParallelOptions& o) { return replica_count<N>(o); }
   /// Samples [begin, begin + count) of a batch of n: replica r's contiguous shard.
   std::pair<std::size_t, std::size_t> shard(std::size_t n, std::size_t r) const noexcept {
-    const std::size_t base = n / n_, extra = n % n_;
-    return {r * base + std::min(r, extra), base + (r < extra ? 1 : 0)};
+    return contiguous_shard(n, n_, r);
   }
   /// f(r) for every replica, each on its own thread with its device made current.
   template <class F>
@@ -212,12 +196,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Ba
   void download() {
     DeviceReplica& d = *replicas_[0];
     if constexpr (requires { ctx_[0].activate(); }) ctx_[0].activate();
-    host_.copy_from(d.params);
-    auto host_slots = opt_.slots(host_.values.size());
-    auto dev_slots = d.opt.slots(host_.values.size());
-    for (std::size_t i = 0; i < host_slots.size(); ++i)
-      K::download(ctx_[0], dev_slots[i].values.data(), host_slots[i].values.data(), host_slots[i].values.size());
-    opt_.set_steps(d.opt.steps());
+    state_to_host<Backend>(ctx_[0], d.params, d.opt, host_, opt_);
     host_stale_ = false;
   }
 
