@@ -16,3 +16,4 @@
 #include "cohort/parallel/mpi_communicator.hpp"
 #include "cohort/parallel/process_group_ddp.hpp"
 #include "cohort/train/engine/process_group_ddp.hpp"
+#include "cohort/train/engine/process_group_ddp_on_device.hpp"

@@ -1,7 +1,7 @@
 # Runs ddp_check under mpirun and checks what it must do (see ddp_check.cpp).
 #   cmake -DMPIEXEC=... -DEXE=ddp_check -DWORK=dir -DCASE=<case> -P run_ddp.cmake
 # Cases: equivalence, deterministic, tcp, resume, mismatch, kill, hang, environment, accumulate,
-# overflow.
+# overflow; with EXE=ddp_device_check: device_equivalence, device_resume.
 # mpirun runs as root (CI containers) and with more ranks than cores: --allow-run-as-root
 # --oversubscribe. Every run has a wall-clock limit, so a hang fails the test instead of CI.
 
@@ -125,6 +125,15 @@ elseif(CASE STREQUAL "overflow")
   endforeach()
 elseif(CASE STREQUAL "accumulate")
   run(2 rc out 120 -- accumulate)
+  expect_success("${rc}" "${out}")
+# ddp_device_check (EXE): ProcessGroupDDP<Mpi, ThrustDevice>, the device engine on the CPU.
+elseif(CASE STREQUAL "device_equivalence")
+  foreach(np 1 2)
+    run(${np} rc out 300 -- equivalence)
+    expect_success("${rc}" "${out}")
+  endforeach()
+elseif(CASE STREQUAL "device_resume")
+  run(2 rc out 300 -- resume)
   expect_success("${rc}" "${out}")
 else()
   message(FATAL_ERROR "unknown CASE ${CASE}")

@@ -1,8 +1,9 @@
 #pragma once
 /// \file
 /// NCCL for the Cuda backend: the gradient all-reduce of `ThreadedReplicas<N, Cuda>` (one
-/// communicator per GPU of the process, from ncclCommInitAll) and the `Nccl` communicator tag of
-/// `ProcessGroupDDP<Nccl, Cuda>`. CUDA code: compile with nvcc, link cohort::nccl.
+/// communicator per GPU of the process, from ncclCommInitAll) and of `ProcessGroupDDP<Nccl, Cuda>`
+/// (one process per GPU: rank 0's NCCL unique id broadcast over MPI, ncclCommInitRank, as Horovod
+/// does). CUDA code: compile with nvcc, link cohort::nccl (which brings MPI).
 ///
 ///     #include <cohort/parallel/nccl.cuh>
 ///     cohort::Trainer<Net, cohort::Sgd<>, cohort::ThreadedReplicas<4, cohort::Cuda>> trainer(opt, options);
@@ -22,6 +23,7 @@
 
 #include "cohort/backend/cuda.cuh"
 #include "cohort/backend/device/replica_all_reduce.hpp"
+#include "cohort/mpi.hpp"
 
 namespace cohort {
 
@@ -83,6 +85,30 @@ class device::ReplicaAllReduce<Cuda> {
     return d;
   }
   gpu::NcclCommunicators comms_;
+};
+
+/// ProcessGroupDDP<Nccl, Cuda>: this rank's gradients summed with every other rank's by
+/// ncclAllReduce on its stream; the communicator is built from rank 0's unique id, sent over MPI.
+template <>
+class device::RankAllReduce<Nccl, Cuda> {
+ public:
+  RankAllReduce(MpiCommunicator& mpi, CudaContext& ctx) {
+    ncclUniqueId id{};
+    if (mpi.rank() == 0) COHORT_CUDA_CHECK(ncclGetUniqueId(&id), ctx.device);
+    mpi.broadcast(&id, sizeof id, 0, "the broadcast of the NCCL unique id");
+    COHORT_CUDA_CHECK(ncclCommInitRank(&comm_, mpi.size(), id, mpi.rank()), ctx.device);
+  }
+  RankAllReduce(const RankAllReduce&) = delete;
+  RankAllReduce& operator=(const RankAllReduce&) = delete;
+  ~RankAllReduce() {
+    if (comm_) ncclCommDestroy(comm_); // no throwing from a destructor
+  }
+  void sum(MpiCommunicator&, CudaContext& ctx, float* grads, std::size_t n) {
+    COHORT_CUDA_CHECK(ncclAllReduce(grads, grads, n, ncclFloat, ncclSum, comm_, ctx.stream), ctx.device);
+  }
+
+ private:
+  ncclComm_t comm_ = nullptr;
 };
 
 } // namespace cohort

@@ -4,11 +4,11 @@
 /// the mean over the batch, summed in double as on the CPU.
 ///
 /// The losses take their labels in host memory (the loss classes' interface): they are copied
-/// to a per-thread device scratch buffer first (a replica thread drives one device).
+/// to a device scratch buffer first (one per thread and device).
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <map>
 
 #include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
@@ -90,9 +90,14 @@ struct CrossEntropyGrad {
   }
 };
 
-/// The labels of the current loss call on the device.
-inline const std::int32_t* device_labels(const std::int32_t* host, std::size_t n) {
-  thread_local DeviceBuffer<std::int32_t> labels;
+/// The labels of the current loss call on the context's device: per thread and per device (a
+/// replica thread may drive another device on a later call).
+template <class Context>
+const std::int32_t* device_labels(const Context& ctx, const std::int32_t* host, std::size_t n) {
+  thread_local std::map<int, DeviceBuffer<std::int32_t>> by_device;
+  int device = 0;
+  if constexpr (requires { ctx.device; }) device = ctx.device;
+  DeviceBuffer<std::int32_t>& labels = by_device[device];
   labels.assign_from_host(host, n);
   return labels.data();
 }
@@ -117,7 +122,7 @@ struct SoftmaxKernels {
   template <class T>
   static double nll(context& ctx, const T* logp, const std::int32_t* labels, std::size_t rows, std::size_t cols,
                     T* grad, double grad_scale) {
-    const std::int32_t* d_labels = detail::device_labels(labels, rows);
+    const std::int32_t* d_labels = detail::device_labels(ctx, labels, rows);
     const double sum = picked_sum(ctx, logp, d_labels, rows, cols);
     if (grad)
       for_each_index(ctx.policy(), rows * cols,
@@ -129,7 +134,7 @@ struct SoftmaxKernels {
   template <class T, class L>
   static double cross_entropy(context& ctx, const T* x, const std::int32_t* labels, std::size_t rows, std::size_t cols,
                               L* logp, T* grad, double grad_scale) {
-    const std::int32_t* d_labels = detail::device_labels(labels, rows);
+    const std::int32_t* d_labels = detail::device_labels(ctx, labels, rows);
     log_softmax_forward(ctx, x, logp, rows, cols);
     const double sum = picked_sum(ctx, logp, d_labels, rows, cols);
     if (grad)

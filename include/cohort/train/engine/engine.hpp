@@ -74,12 +74,10 @@ namespace detail {
 /// adds its specialisation (train/engine/); an unsupported pair fails here, with a message.
 template <class Parallel, class Precision, class Net, class Opt>
 class TrainEngine {
-  static_assert(
-      dependent_false<Parallel>,
-      "Trainer: this combination of parallel and precision policies is not available (policies live in "
-      "cohort/parallel/ and cohort/precision/; ProcessGroupDDP<Mpi> needs #include <cohort/mpi.hpp> and "
-      "the cohort::mpi CMake target; on a device backend SingleDevice and ThreadedReplicas take FullPrecision "
-      "only, and ProcessGroupDDP<Nccl, Cuda> has no engine yet)");
+  static_assert(dependent_false<Parallel>,
+                "Trainer: this combination of parallel and precision policies is not available (policies live in "
+                "cohort/parallel/ and cohort/precision/; ProcessGroupDDP<Mpi> needs #include <cohort/mpi.hpp> and "
+                "the cohort::mpi CMake target; on a device backend every policy takes FullPrecision only)");
 };
 
 /// The collective operations of an engine whose replicas live in one process: nothing to agree

@@ -73,6 +73,26 @@ inline void check_launch_environment(const MpiCommunicator& comm) {
   }
 }
 
+/// Every rank must train the same thing: `lines` (network signature, policies, settings) are
+/// compared across ranks by hash, then by text; on a difference every rank throws the same
+/// DistributedError naming the differing ranks and the first differing line, so nobody is left
+/// waiting.
+inline void agree_across_ranks(MpiCommunicator& comm, const std::vector<std::string>& lines) {
+  const std::size_t rank = std::size_t(comm.rank()), world = std::size_t(comm.size());
+  const std::string text = join_lines(lines);
+  const auto hashes = comm.allgather(fnv1a(text), "the comparison of the ranks' networks");
+  std::vector<std::size_t> differ;
+  for (std::size_t p = 1; p < world; ++p)
+    if (hashes[p] != hashes[0]) differ.push_back(p);
+  if (differ.empty()) return;
+  const auto texts = comm.allgather_text(text, "the comparison of the ranks' networks");
+  std::string ranks;
+  for (std::size_t p : differ) ranks += (ranks.empty() ? "" : ", ") + std::to_string(p);
+  throw DistributedError(concat(
+      "rank ", rank, ": the ranks do not train the same thing: rank(s) ", ranks,
+      " differ from rank 0; first difference: ", signature_difference(texts[0], texts[differ[0]], 0, differ[0])));
+}
+
 template <class Precision, class Net, class Opt>
 requires known_precision<Precision>
 class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
@@ -201,19 +221,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     lines.push_back(concat("deterministic: ", o_.deterministic ? "on" : "off", ", chunks ", o_.deterministic_chunks));
     lines.push_back(concat("bucket_kib: ", o_.bucket_kib));
     lines.insert(lines.end(), extra.begin(), extra.end());
-    const std::string text = join_lines(lines);
-    const auto hashes = comm_.allgather(fnv1a(text), "the comparison of the ranks' networks");
-    std::vector<std::size_t> differ;
-    for (std::size_t p = 1; p < world_; ++p)
-      if (hashes[p] != hashes[0]) differ.push_back(p);
-    if (differ.empty()) return;
-    const auto texts = comm_.allgather_text(text, "the comparison of the ranks' networks");
-    std::string ranks;
-    for (std::size_t p : differ) ranks += (ranks.empty() ? "" : ", ") + std::to_string(p);
-    // Every rank builds the same message and stops: nobody is left waiting.
-    throw DistributedError(concat(
-        "rank ", rank_, ": the ranks do not train the same thing: rank(s) ", ranks,
-        " differ from rank 0; first difference: ", signature_difference(texts[0], texts[differ[0]], 0, differ[0])));
+    agree_across_ranks(comm_, lines);
   }
 
   template <class P>

@@ -47,9 +47,9 @@ requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>,
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   TrainEngine(Opt opt, const EngineOptions& o)
-      : seed_(o.seed), host_(initialized_parameters<params_type>(o.seed)), opt_(std::move(opt)),
-        dev_opt_(opt_.options()) {
-    ctx_ = make_context(o.parallel.device);
+      // ctx_ first: it makes the device current before the device members allocate on it.
+      : seed_(o.seed), ctx_(make_context(o.parallel.device)), host_(initialized_parameters<params_type>(o.seed)),
+        opt_(std::move(opt)), dev_opt_(opt_.options()) {
     dev_opt_.set_context(ctx_);
     loss_.set_context(ctx_);
     params_.copy_from(host_);
