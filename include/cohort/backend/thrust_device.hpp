@@ -8,7 +8,7 @@
 ///
 ///     #include <cohort/backend/thrust_device.hpp>
 ///     cohort::Network<ModelA, float, cohort::ThrustDevice> net(seed);
-///     cohort::DeviceBuffer<float> x;  x.assign_from_host(images);   // inputs live on the device
+///     cohort::DeviceBuffer<float> x;  x.assign_from_host(images.data(), images.size()); // on the device
 ///     auto logits = net.forward(cohort::ConstBatchView<cohort::Shape<1, 28, 28>, float>(x.data(), n));
 ///
 /// Requires the CCCL headers (Thrust, libcu++): the CUDA Toolkit's include/cccl.
