@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// Element-wise ops on a device backend: ReLU, dropout masks, copies, as Thrust algorithms over
-/// host/device functors.
+/// Element-wise ops on a device backend, as Thrust algorithms over host/device functors: ReLU,
+/// dropout masks, copies, the host <-> device copies engines use, and optimiser rules.
 
 #include <cstddef>
 #include <utility>
