@@ -31,12 +31,17 @@
 #include <string_view>
 #include <vector>
 
+#include "mpi/ddp_support.hpp"
 #include "support/bands.hpp"
 #include "support/compare.hpp"
 
 using namespace cohort;
 using test::Bands;
+using test::check_identical;
 using test::relative_difference;
+using test::values;
+using test::world_rank;
+using test::world_size;
 
 namespace {
 
@@ -47,11 +52,6 @@ struct Args {
 
 using Wider = Sequential<Input<1, 28, 28>, Conv2d<1, 32, 3, 1, 1>, ReLU, MaxPool2d<2>, Flatten, Linear<6272, 128>, ReLU,
                          Linear<128, 10>>;
-
-template <class Params>
-std::vector<float> values(Params& p) {
-  return {p.values.begin(), p.values.end()};
-}
 
 void write(const std::string& path, const std::vector<float>& v) {
   std::ofstream f(path, std::ios::binary);
@@ -69,30 +69,6 @@ TrainerOptions options(std::size_t batch, bool deterministic, double timeout = 6
   return o;
 }
 
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-/// Every rank holds the same weights (bitwise): their hashes agree.
-int check_identical(const std::vector<float>& w) {
-  const std::uint64_t h = fnv1a(std::string_view(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float)));
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(world_size()));
-  MPI_Allgather(&h, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
-  for (std::size_t p = 1; p < all.size(); ++p)
-    if (all[p] != all[0]) {
-      std::fprintf(stderr, "ddp_check: rank %zu holds other weights than rank 0\n", p);
-      return 1;
-    }
-  return 0;
-}
-
 Sgd<> sgd() { return Sgd({.lr = 0.05, .momentum = 0.9}); }
 
 int equivalence(const Args& a) {
@@ -101,7 +77,7 @@ int equivalence(const Args& a) {
   Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> ddp(sgd(), options(per_rank, a.deterministic));
   ddp.fit(data, 2);
   const auto w = values(ddp.parameters());
-  int failed = check_identical(w);
+  int failed = check_identical("ddp_check", w);
   if (world_rank() != 0) return failed;
   if (!a.out.empty()) write(a.out, w);
   if (a.deterministic) {
@@ -133,7 +109,7 @@ int resume(const Args& a) {
   if (!a.save.empty()) t.save(a.save);
   const auto w = values(t.parameters());
   if (world_rank() == 0 && !a.out.empty()) write(a.out, w);
-  return check_identical(w);
+  return check_identical("ddp_check", w);
 }
 
 /// Rank 1 builds another network: every rank must stop with the difference.
@@ -168,7 +144,7 @@ int accumulate() {
   Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> ddp(sgd(), o);
   ddp.fit(data, 2);
   const auto w = values(ddp.parameters());
-  int failed = check_identical(w);
+  int failed = check_identical("ddp_check", w);
   if (world_rank() != 0) return failed;
   Trainer<models::ModelC, Sgd<>> one(sgd(), options(global, false));
   one.fit(data, 2);
@@ -204,7 +180,7 @@ int overflow() {
   e.step({data.image(next), per_rank}, labels(next), {.step = 1, .forward_pass = 1});
   expect(e.optimizer().steps() == 1, "the clean step after the overflow was not taken");
   expect(values(e.parameters()) != before, "the clean step did not change the weights");
-  failed |= check_identical(values(e.parameters()));
+  failed |= check_identical("ddp_check", values(e.parameters()));
   if (world_rank() == 0 && !failed)
     std::printf("overflow on rank %zu of %zu: every rank skipped the step, scale %g, then stepped together\n",
                 world - 1, world, e.loss_scale());

@@ -21,48 +21,24 @@
 #include <string>
 #include <vector>
 
+#include "mpi/ddp_support.hpp"
 #include "support/bands.hpp"
 #include "support/compare.hpp"
 
 using namespace cohort;
 using test::Bands;
+using test::check_identical;
 using test::relative_difference;
+using test::values;
+using test::world_rank;
+using test::world_size;
 
 namespace {
-
-template <class Params>
-std::vector<float> values(Params& p) {
-  return {p.values.begin(), p.values.end()};
-}
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 TrainerOptions options(std::size_t batch, std::uint64_t max_steps = 0) {
   TrainerOptions o{.batch_size = batch, .seed = 11, .max_steps = max_steps, .log = nullptr};
   o.parallel.timeout_s = 60;
   return o;
-}
-
-/// Every rank holds the same weights (bitwise).
-int check_identical(const std::vector<float>& w) {
-  const std::uint64_t h = fnv1a(std::string_view(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float)));
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(world_size()));
-  MPI_Allgather(&h, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
-  for (std::size_t p = 1; p < all.size(); ++p)
-    if (all[p] != all[0]) {
-      std::fprintf(stderr, "ddp_device_check: rank %zu holds other weights than rank 0\n", p);
-      return 1;
-    }
-  return 0;
 }
 
 int equivalence() {
@@ -72,7 +48,7 @@ int equivalence() {
   Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi, ThrustDevice>> ddp(sgd, options(per_rank));
   ddp.fit(data, 2);
   const auto w = values(ddp.parameters());
-  int failed = check_identical(w);
+  int failed = check_identical("ddp_device_check", w);
   if (world_rank() != 0) return failed;
   Trainer<models::ModelC, Sgd<>, SingleDevice<ThrustDevice>> one(sgd, options(global));
   one.fit(data, 2);
@@ -105,7 +81,7 @@ int resume() {
     t.fit(data, 10);
     resumed = values(t.parameters());
   }
-  int failed = check_identical(resumed);
+  int failed = check_identical("ddp_device_check", resumed);
   const bool same = straight == resumed;
   if (!same) std::fprintf(stderr, "ddp_device_check: rank %d: the resumed weights differ\n", world_rank());
   if (world_rank() == 0) {

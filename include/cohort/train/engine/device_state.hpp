@@ -1,14 +1,22 @@
 #pragma once
 /// \file
-/// What the device engines share: moving parameters and optimiser state between a device and
+/// What the device engines share: one device's replica (its stores, executor, loss and
+/// optimiser, and a step on them), moving parameters and optimiser state between a device and
 /// their host copies (what checkpoints read and write), and the precision hooks of full
 /// precision.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include "cohort/backend/ops.hpp"
+#include "cohort/network/executor.hpp"
+#include "cohort/network/parameters.hpp"
 #include "cohort/train/checkpoint.hpp"
+#include "cohort/train/engine/engine.hpp"
 
 namespace cohort::detail {
 
@@ -35,6 +43,96 @@ void state_to_device(Ctx& ctx, const HostParams& host, HostOpt& host_opt, DevPar
                                              host_slots[i].values.size());
   opt.set_steps(host_opt.steps());
 }
+
+/// Opt moved to `Backend` (Opt::rebind_backend), or Opt itself when it has no such member (the
+/// engines' static_assert then names the problem without a cascade of errors).
+template <class Opt, class Backend>
+struct device_optimizer {
+  using type = Opt;
+};
+template <class Opt, class Backend>
+requires requires { typename Opt::template rebind_backend<Backend>; }
+struct device_optimizer<Opt, Backend> {
+  using type = typename Opt::template rebind_backend<Backend>;
+};
+
+/// Whether optimiser Opt can run on a device backend.
+template <class Opt, class Backend>
+inline constexpr bool has_device_optimizer = requires {
+  typename Opt::template rebind_backend<Backend>;
+};
+
+/// Everything one device holds for a device engine: parameters, gradients, executor, loss, the
+/// batch buffer and the optimiser (Opt on `Backend`), with the context they run in. Construct it
+/// with its device current (the members allocate there).
+template <class Net, class Backend, class Opt>
+class DeviceReplica {
+  using K = ops::ElementwiseKernels<Backend>;
+
+ public:
+  using context = typename Backend::context;
+  using input_view = ConstBatchView<typename Net::input_shape, float>;
+
+  DeviceReplica(const Opt& opt, const context& ctx) : ctx_(ctx), opt_(opt.options()) {
+    opt_.set_context(ctx_);
+    loss_.set_context(ctx_);
+  }
+
+  /// Forward, loss and backward on the host batch `x`; parameter gradients written into (or with
+  /// `accumulate` added to) this replica's, scaled by `grad_scale`. Returns the mean loss.
+  double train(const StepInfo& info, input_view x, std::span<const std::int32_t> labels, double grad_scale,
+               bool accumulate) {
+    const auto y = exec_.forward(ctx_, info, params_, upload(x));
+    const double l = loss_.forward(y, labels, grad_scale);
+    exec_.backward(ctx_, params_, grads_, loss_.backward(), {.accumulate = accumulate});
+    return l;
+  }
+  /// (correct predictions, summed loss) over `x` in evaluation mode.
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels, std::uint64_t seed) {
+    const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
+    const auto y = exec_.forward(ctx_, info, params_, upload(x));
+    const double l = loss_.forward(y, labels);
+    scores_.resize(y.size());
+    K::download(ctx_, y.data(), scores_.data(), y.size());
+    return {count_correct<Net>(scores_.data(), labels), l * double(x.batch())};
+  }
+  /// The optimiser step on this replica's parameters with its (summed) gradients.
+  void step() {
+    opt_.step(std::span<float>(params_.values.data(), params_.values.size()),
+              std::span<const float>(grads_.values.data(), grads_.values.size()));
+  }
+  void zero_grad() { grads_.values.fill(0.f); }
+  float* gradients() noexcept { return grads_.values.data(); }
+  std::size_t size() const noexcept { return params_.values.size(); }
+  Parameters<Net, float, Backend>& parameters() noexcept { return params_; }
+  context& ctx() noexcept { return ctx_; }
+
+  /// Parameters and optimiser state into the host copies, and back.
+  template <class HostParams, class HostOpt>
+  void to_host(HostParams& host, HostOpt& host_opt) {
+    state_to_host<Backend>(ctx_, params_, opt_, host, host_opt);
+  }
+  template <class HostParams, class HostOpt>
+  void from_host(const HostParams& host, HostOpt& host_opt) {
+    state_to_device<Backend>(ctx_, host, host_opt, params_, opt_);
+  }
+
+ private:
+  ConstBatchView<typename Net::input_shape, float> upload(input_view x) {
+    input_.resize(std::max(input_.size(), x.size()));
+    K::upload(ctx_, x.data(), input_.data(), x.size());
+    return {input_.data(), x.batch()};
+  }
+
+  context ctx_;
+  Parameters<Net, float, Backend> params_;
+  Gradients<Net, float, Backend> grads_;
+  Executor<Net, float, Backend> exec_;
+  default_loss_t<Net, float, Backend> loss_;
+  typename Backend::template buffer<float> input_;
+  std::vector<float> scores_;
+  typename device_optimizer<Opt, Backend>::type opt_;
+};
 
 /// The Trainer's precision hooks for engines that only run FullPrecision (nothing to convert,
 /// scale or save besides the parameters).

@@ -93,6 +93,45 @@ inline void agree_across_ranks(MpiCommunicator& comm, const std::vector<std::str
       " differ from rank 0; first difference: ", signature_difference(texts[0], texts[differ[0]], 0, differ[0])));
 }
 
+/// Rank 0's running statistics and counters of `p` (host memory) to every rank.
+template <class P>
+void broadcast_buffers(MpiCommunicator& comm, P& p) {
+  if (p.buffers.size())
+    comm.broadcast(p.buffers.data(), p.buffers.size() * sizeof(p.buffers[0]), 0,
+                   "the broadcast of rank 0's running statistics");
+  if (p.counters.size())
+    comm.broadcast(p.counters.data(), p.counters.size() * sizeof(std::int64_t), 0,
+                   "the broadcast of rank 0's counters");
+}
+
+/// Rank 0's float parameters, running statistics, counters and optimiser state (slots and step
+/// count), all in host memory, to every rank.
+template <class P, class O>
+void broadcast_host_model(MpiCommunicator& comm, P& params, O& opt, const char* what) {
+  comm.broadcast(params.values.data(), params.values.size() * sizeof(float), 0, concat("the broadcast of ", what));
+  broadcast_buffers(comm, params);
+  for (auto& slot : opt.slots(params.values.size()))
+    comm.broadcast(slot.values.data(), slot.values.size() * sizeof(float), 0,
+                   concat("the broadcast of rank 0's optimiser state (", slot.name, ")"));
+  std::uint64_t steps = opt.steps();
+  comm.broadcast(&steps, sizeof steps, 0, "the broadcast of rank 0's optimiser step count");
+  opt.set_steps(steps);
+}
+
+/// Rank 0's checkpoint outcome to every rank: its error (empty: none) and, without one, its
+/// trainer state. Returns whether rank 0's model follows (no error).
+template <class State>
+bool share_root_outcome(MpiCommunicator& comm, std::string& error, State& state) {
+  std::uint64_t length = error.size();
+  comm.broadcast(&length, sizeof length, 0, "the broadcast of rank 0's checkpoint outcome");
+  error.resize(length);
+  comm.broadcast(error.data(), length, 0, "the broadcast of rank 0's checkpoint outcome");
+  if (!error.empty()) return false;
+  static_assert(std::is_trivially_copyable_v<State>);
+  comm.broadcast(&state, sizeof state, 0, "the broadcast of rank 0's trainer state");
+  return true;
+}
+
 template <class Precision, class Net, class Opt>
 requires known_precision<Precision>
 class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
@@ -185,18 +224,11 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   }
   /// Rank 0's running statistics and counters (the live ones: the compute parameters') to
   /// every rank.
-  void sync_buffers() { broadcast_buffers(prec_.compute()); }
+  void sync_buffers() { broadcast_buffers(comm_, prec_.compute()); }
   /// Rank 0's error (if any), else its trainer state, parameters and optimiser state.
   template <class State>
   void share_from_root(std::string& error, State& state) {
-    std::uint64_t length = error.size();
-    comm_.broadcast(&length, sizeof length, 0, "the broadcast of rank 0's checkpoint outcome");
-    error.resize(length);
-    comm_.broadcast(error.data(), length, 0, "the broadcast of rank 0's checkpoint outcome");
-    if (!error.empty()) return;
-    static_assert(std::is_trivially_copyable_v<State>);
-    comm_.broadcast(&state, sizeof state, 0, "the broadcast of rank 0's trainer state");
-    broadcast_model("rank 0's checkpoint");
+    if (share_root_outcome(comm_, error, state)) broadcast_model("rank 0's checkpoint");
   }
 
  private:
@@ -224,28 +256,11 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     agree_across_ranks(comm_, lines);
   }
 
-  template <class P>
-  void broadcast_buffers(P& p) {
-    if (p.buffers.size())
-      comm_.broadcast(p.buffers.data(), p.buffers.size() * sizeof(p.buffers[0]), 0,
-                      "the broadcast of rank 0's running statistics");
-    if (p.counters.size())
-      comm_.broadcast(p.counters.data(), p.counters.size() * sizeof(std::int64_t), 0,
-                      "the broadcast of rank 0's counters");
-  }
-
   /// Rank 0's master parameters, running statistics and optimiser state to every rank; the
   /// compute copy follows.
   void broadcast_model(const char* what) {
-    comm_.broadcast(params_.values.data(), params_.values.size() * sizeof(float), 0, concat("the broadcast of ", what));
-    broadcast_buffers(params_);
+    broadcast_host_model(comm_, params_, opt_, what);
     prec_.after_load(ThreadPool::global());
-    for (auto& slot : opt_.slots(params_.values.size()))
-      comm_.broadcast(slot.values.data(), slot.values.size() * sizeof(float), 0,
-                      concat("the broadcast of rank 0's optimiser state (", slot.name, ")"));
-    std::uint64_t steps = opt_.steps();
-    comm_.broadcast(&steps, sizeof steps, 0, "the broadcast of rank 0's optimiser step count");
-    opt_.set_steps(steps);
   }
 
   /// The rank's batch in one pass; buckets start from the backward hook on the last micro-batch.

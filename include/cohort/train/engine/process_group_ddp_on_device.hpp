@@ -66,25 +66,10 @@ namespace cohort::detail {
 template <class Comm, class Backend, class Net, class Opt>
 requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, Backend>, FullPrecision, Net, Opt>
     : public FullPrecisionHooks {
-  static_assert(
-      requires { typename Opt::template rebind_backend<Backend>; },
-      "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
-      "rebind_backend; OptimizerVariant is host-only)");
-  using device_opt = typename Opt::template rebind_backend<Backend>;
+  static_assert(has_device_optimizer<Opt, Backend>,
+                "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
+                "rebind_backend; OptimizerVariant is host-only)");
   using context = typename Backend::context;
-  using K = ops::ElementwiseKernels<Backend>;
-
-  /// What this rank's device holds.
-  struct DeviceState {
-    explicit DeviceState(const Opt& opt) : opt(opt.options()) {}
-    Parameters<Net, float, Backend> params;
-    Gradients<Net, float, Backend> grads;
-    Executor<Net, float, Backend> exec;
-    default_loss_t<Net, float, Backend> loss;
-    typename Backend::template buffer<float> input;
-    std::vector<float> scores;
-    device_opt opt;
-  };
 
  public:
   static constexpr bool distributed = true;
@@ -105,42 +90,31 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, 
     lines.push_back(concat("optimizer: ", optimizer_name(opt_)));
     lines.insert(lines.end(), o.agreement.begin(), o.agreement.end());
     agree_across_ranks(comm_, lines);
-    if constexpr (requires { ctx_.device; }) ctx_.device = o.parallel.device + comm_.local_rank();
-    if constexpr (requires { ctx_.activate(); }) ctx_.activate(); // before anything allocates on the device
-    dev_ = std::make_unique<DeviceState>(opt_);
-    dev_->opt.set_context(ctx_);
-    dev_->loss.set_context(ctx_);
-    reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(comm_, ctx_);
+    context ctx{};
+    if constexpr (requires { ctx.device; }) ctx.device = o.parallel.device + comm_.local_rank();
+    if constexpr (requires { ctx.activate(); }) ctx.activate(); // before anything allocates on the device
+    dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt>>(opt_, ctx);
+    reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(comm_, dev_->ctx());
     broadcast_model("rank 0's initial parameters");
   }
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
     if (m.index == 0) comm_.begin_step(m.step);
-    DeviceState& d = *dev_;
     // The ranks' gradients are summed: each scales its mean by 1 / world (and by the micro-batch
     // share under accumulation), as the CPU engine does.
-    const double scale = 1.0 / (double(world_) * double(m.count));
-    const auto y = d.exec.forward(ctx_, train_step_info(seed_, m, rank_, world_, rank_ == 0), d.params, upload(x));
-    const double local = d.loss.forward(y, labels, scale);
-    d.exec.backward(ctx_, d.params, d.grads, d.loss.backward(), {.accumulate = m.index > 0});
+    const double local = dev_->train(train_step_info(seed_, m, rank_, world_, rank_ == 0), x, labels,
+                                     1.0 / (double(world_) * double(m.count)), m.index > 0);
     if (!m.last()) return local;
-    reduce_->sum(comm_, ctx_, d.grads.values.data(), d.grads.values.size());
+    reduce_->sum(comm_, dev_->ctx(), dev_->gradients(), dev_->size());
     double loss = local / double(world_);
     comm_.allreduce_sum(&loss, 1, "the all-reduce of the loss");
-    d.opt.step(std::span<float>(d.params.values.data(), d.params.values.size()),
-               std::span<const float>(d.grads.values.data(), d.grads.values.size()));
+    dev_->step();
     host_stale_ = true;
     return loss;
   }
 
   std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
-    DeviceState& d = *dev_;
-    const StepInfo info{.mode = Mode::eval, .seed = seed_, .update_buffers = false};
-    const auto y = d.exec.forward(ctx_, info, d.params, upload(x));
-    const double l = d.loss.forward(y, labels);
-    d.scores.resize(y.size());
-    K::download(ctx_, y.data(), d.scores.data(), y.size());
-    return {count_correct<Net>(d.scores.data(), labels), l * double(x.batch())};
+    return dev_->evaluate(x, labels, seed_);
   }
 
   std::size_t rank() const noexcept { return rank_; }
@@ -164,20 +138,13 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, 
   /// Rank 0's running statistics and counters to every rank.
   void sync_buffers() {
     download();
-    broadcast_buffers();
-    dev_->params.copy_from(host_);
+    broadcast_buffers(comm_, host_);
+    dev_->parameters().copy_from(host_);
   }
   /// Rank 0's error (if any), else its trainer state, parameters and optimiser state.
   template <class State>
   void share_from_root(std::string& error, State& state) {
-    std::uint64_t length = error.size();
-    comm_.broadcast(&length, sizeof length, 0, "the broadcast of rank 0's checkpoint outcome");
-    error.resize(length);
-    comm_.broadcast(error.data(), length, 0, "the broadcast of rank 0's checkpoint outcome");
-    if (!error.empty()) return;
-    static_assert(std::is_trivially_copyable_v<State>);
-    comm_.broadcast(&state, sizeof state, 0, "the broadcast of rank 0's trainer state");
-    broadcast_model("rank 0's checkpoint");
+    if (share_root_outcome(comm_, error, state)) broadcast_model("rank 0's checkpoint");
   }
 
   void before_save() {
@@ -185,41 +152,19 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, 
   }
   /// Rank 0 loaded the host copies (the others receive them in share_from_root).
   void after_load() {
-    state_to_device<Backend>(ctx_, host_, opt_, dev_->params, dev_->opt);
+    dev_->from_host(host_, opt_);
     host_stale_ = false;
   }
 
  private:
-  ConstBatchView<typename Net::input_shape, float> upload(input_view x) {
-    auto& in = dev_->input;
-    in.resize(std::max(in.size(), x.size()));
-    K::upload(ctx_, x.data(), in.data(), x.size());
-    return {in.data(), x.batch()};
-  }
   void download() {
-    state_to_host<Backend>(ctx_, dev_->params, dev_->opt, host_, opt_);
+    dev_->to_host(host_, opt_);
     host_stale_ = false;
-  }
-  void broadcast_buffers() {
-    if (host_.buffers.size())
-      comm_.broadcast(host_.buffers.data(), host_.buffers.size() * sizeof(float), 0,
-                      "the broadcast of rank 0's running statistics");
-    if (host_.counters.size())
-      comm_.broadcast(host_.counters.data(), host_.counters.size() * sizeof(std::int64_t), 0,
-                      "the broadcast of rank 0's counters");
   }
   /// Rank 0's host parameters, statistics and optimiser state to every rank, then to the device.
   void broadcast_model(const char* what) {
-    comm_.broadcast(host_.values.data(), host_.values.size() * sizeof(float), 0, concat("the broadcast of ", what));
-    broadcast_buffers();
-    for (auto& slot : opt_.slots(host_.values.size()))
-      comm_.broadcast(slot.values.data(), slot.values.size() * sizeof(float), 0,
-                      concat("the broadcast of rank 0's optimiser state (", slot.name, ")"));
-    std::uint64_t steps = opt_.steps();
-    comm_.broadcast(&steps, sizeof steps, 0, "the broadcast of rank 0's optimiser step count");
-    opt_.set_steps(steps);
-    state_to_device<Backend>(ctx_, host_, opt_, dev_->params, dev_->opt);
-    host_stale_ = false;
+    broadcast_host_model(comm_, host_, opt_, what);
+    after_load();
   }
 
   std::uint64_t seed_;
@@ -227,8 +172,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, 
   std::size_t rank_ = 0, world_ = 1;
   params_type host_;
   Opt opt_;
-  context ctx_{};
-  std::unique_ptr<DeviceState> dev_;
+  std::unique_ptr<DeviceReplica<Net, Backend, Opt>> dev_;
   std::unique_ptr<device::RankAllReduce<Comm, Backend>> reduce_;
   bool host_stale_ = false;
 };

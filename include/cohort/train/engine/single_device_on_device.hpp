@@ -35,35 +35,26 @@ namespace cohort::detail {
 template <class Backend, class Net, class Opt>
 requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>, FullPrecision, Net, Opt>
     : public LocalCollectives, public FullPrecisionHooks {
-  static_assert(
-      requires { typename Opt::template rebind_backend<Backend>; },
-      "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
-      "rebind_backend; OptimizerVariant is host-only)");
-  using device_opt = typename Opt::template rebind_backend<Backend>;
-  using K = ops::ElementwiseKernels<Backend>;
+  static_assert(has_device_optimizer<Opt, Backend>,
+                "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
+                "rebind_backend; OptimizerVariant is host-only)");
 
  public:
   using params_type = Parameters<Net, float, Cpu>; // the host copy
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   TrainEngine(Opt opt, const EngineOptions& o)
-      // ctx_ first: it makes the device current before the device members allocate on it.
-      : seed_(o.seed), ctx_(make_context(o.parallel.device)), host_(initialized_parameters<params_type>(o.seed)),
-        opt_(std::move(opt)), dev_opt_(opt_.options()) {
-    dev_opt_.set_context(ctx_);
-    loss_.set_context(ctx_);
-    params_.copy_from(host_);
+      : seed_(o.seed), host_(initialized_parameters<params_type>(o.seed)), opt_(std::move(opt)),
+        // The context first makes the device current: the replica's members allocate on it.
+        replica_(opt_, make_context(o.parallel.device)) {
+    replica_.parameters().copy_from(host_);
   }
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
-    const StepInfo info = train_step_info(seed_, m);
-    const auto y = exec_.forward(ctx_, info, params_, upload(x));
     // Each micro-batch contributes its mean gradient / count: the step sees their average.
-    const double l = loss_.forward(y, labels, 1.0 / double(m.count));
-    exec_.backward(ctx_, params_, grads_, loss_.backward(), {.accumulate = m.index > 0});
+    const double l = replica_.train(train_step_info(seed_, m), x, labels, 1.0 / double(m.count), m.index > 0);
     if (m.last()) {
-      dev_opt_.step(std::span<float>(params_.values.data(), params_.values.size()),
-                    std::span<const float>(grads_.values.data(), grads_.values.size()));
+      replica_.step();
       host_stale_ = true;
     }
     return l;
@@ -71,12 +62,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>,
 
   /// (correct predictions, summed loss) over the batch, in evaluation mode.
   std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
-    const StepInfo info{.mode = Mode::eval, .seed = seed_, .update_buffers = false};
-    const auto y = exec_.forward(ctx_, info, params_, upload(x));
-    const double l = loss_.forward(y, labels);
-    scores_.resize(y.size());
-    K::download(ctx_, y.data(), scores_.data(), y.size());
-    return {count_correct<Net>(scores_.data(), labels), l * double(x.batch())};
+    return replica_.evaluate(x, labels, seed_);
   }
 
   /// The parameters on the host (refreshed from the device if it trained since).
@@ -91,7 +77,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>,
   }
   std::size_t devices() const noexcept { return 1; }
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
-  typename Backend::context& context() noexcept { return ctx_; }
+  typename Backend::context& context() noexcept { return replica_.ctx(); }
 
   // The Trainer's precision hooks (full precision: only the host/device copies matter).
   void before_save() {
@@ -99,7 +85,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>,
   }
   /// The host parameters and optimiser state were loaded: they replace the device's.
   void after_load() {
-    state_to_device<Backend>(ctx_, host_, opt_, params_, dev_opt_);
+    replica_.from_host(host_, opt_);
     host_stale_ = false;
   }
 
@@ -110,27 +96,15 @@ requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>,
     if constexpr (requires { ctx.activate(); }) ctx.activate(); // e.g. cudaSetDevice
     return ctx;
   }
-  ConstBatchView<typename Net::input_shape, float> upload(input_view x) {
-    input_.resize(std::max(input_.size(), x.size()));
-    K::upload(ctx_, x.data(), input_.data(), x.size());
-    return {input_.data(), x.batch()};
-  }
   void download() {
-    state_to_host<Backend>(ctx_, params_, dev_opt_, host_, opt_);
+    replica_.to_host(host_, opt_);
     host_stale_ = false;
   }
 
   std::uint64_t seed_;
-  typename Backend::context ctx_{};
   params_type host_;
-  Parameters<Net, float, Backend> params_;
-  Gradients<Net, float, Backend> grads_;
-  Executor<Net, float, Backend> exec_;
-  default_loss_t<Net, float, Backend> loss_;
-  typename Backend::template buffer<float> input_;
-  std::vector<float> scores_;
   Opt opt_;
-  device_opt dev_opt_;
+  DeviceReplica<Net, Backend, Opt> replica_;
   bool host_stale_ = false;
 };
 

@@ -43,75 +43,51 @@ namespace cohort::detail {
 template <std::size_t N, class Backend, class Net, class Opt>
 requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Backend>, FullPrecision, Net, Opt>
     : public LocalCollectives, public FullPrecisionHooks {
-  static_assert(
-      requires { typename Opt::template rebind_backend<Backend>; },
-      "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
-      "rebind_backend; OptimizerVariant is host-only)");
-  using device_opt = typename Opt::template rebind_backend<Backend>;
+  static_assert(has_device_optimizer<Opt, Backend>,
+                "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
+                "rebind_backend; OptimizerVariant is host-only)");
   using context = typename Backend::context;
-  using K = ops::ElementwiseKernels<Backend>;
+  using replica_type = DeviceReplica<Net, Backend, Opt>;
   static constexpr std::size_t in_size = Net::input_shape::size;
-
-  /// Everything one device holds.
-  struct DeviceReplica {
-    explicit DeviceReplica(const Opt& opt) : opt(opt.options()) {}
-    Parameters<Net, float, Backend> params;
-    Gradients<Net, float, Backend> grads;
-    Executor<Net, float, Backend> exec;
-    default_loss_t<Net, float, Backend> loss;
-    typename Backend::template buffer<float> input;
-    std::vector<float> scores;
-    device_opt opt;
-  };
 
  public:
   using params_type = Parameters<Net, float, Cpu>; // the host copy
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   TrainEngine(Opt opt, const EngineOptions& o)
-      : seed_(o.seed), n_(count(o.parallel)), team_(n_), host_(initialized_parameters<params_type>(o.seed)),
+      : seed_(o.seed), n_(replica_count<N>(o.parallel)), team_(n_), host_(initialized_parameters<params_type>(o.seed)),
         opt_(std::move(opt)) {
-    for (std::size_t r = 0; r < n_; ++r) {
-      context c{};
-      if constexpr (requires { c.device; }) c.device = o.parallel.device + int(r);
-      ctx_.push_back(c);
-    }
     replicas_.resize(n_);
-    on_each([&](std::size_t r) { // allocate on the replica's own device
-      replicas_[r] = std::make_unique<DeviceReplica>(opt_);
-      DeviceReplica& d = *replicas_[r];
-      d.opt.set_context(ctx_[r]);
-      d.loss.set_context(ctx_[r]);
-      d.params.copy_from(host_);
+    std::vector<context> ctx(n_);
+    for (std::size_t r = 0; r < n_; ++r)
+      if constexpr (requires { ctx[r].device; }) ctx[r].device = o.parallel.device + int(r);
+    on_threads([&](std::size_t r) { // allocate on the replica's own device
+      activate(ctx[r]);
+      replicas_[r] = std::make_unique<replica_type>(opt_, ctx[r]);
+      replicas_[r]->parameters().copy_from(host_);
     });
-    reduce_ = std::make_unique<device::ReplicaAllReduce<Backend>>(std::span<context>(ctx_));
+    reduce_ = std::make_unique<device::ReplicaAllReduce<Backend>>(std::span<context>(ctx));
   }
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
     const std::size_t n = labels.size();
     std::vector<double> loss(n_, 0.0);
-    on_each([&](std::size_t r) {
-      DeviceReplica& d = *replicas_[r];
-      const auto [begin, count] = shard(n, r);
+    on_each([&](std::size_t r, replica_type& d) {
+      const auto [begin, count] = contiguous_shard(n, n_, r);
       if (count == 0) { // fewer samples than replicas: this one adds nothing
-        if (m.index == 0) d.grads.values.fill(0.f);
+        if (m.index == 0) d.zero_grad();
         return;
       }
       const double share = double(count) / double(n);
-      const auto y = d.exec.forward(ctx_[r], train_step_info(seed_, m, begin, 1, r == 0), d.params,
-                                    upload(r, {x.data() + begin * in_size, count}));
-      loss[r] = share * d.loss.forward(y, labels.subspan(begin, count), share / double(m.count));
-      d.exec.backward(ctx_[r], d.params, d.grads, d.loss.backward(), {.accumulate = m.index > 0});
+      loss[r] = share * d.train(train_step_info(seed_, m, begin, 1, r == 0), {x.data() + begin * in_size, count},
+                                labels.subspan(begin, count), share / double(m.count), m.index > 0);
     });
     if (m.last()) {
+      std::vector<context> ctx(n_);
       std::vector<float*> grads(n_);
-      for (std::size_t r = 0; r < n_; ++r) grads[r] = replicas_[r]->grads.values.data();
-      reduce_->sum(std::span<context>(ctx_), grads, host_.values.size());
-      on_each([&](std::size_t r) {
-        DeviceReplica& d = *replicas_[r];
-        d.opt.step(std::span<float>(d.params.values.data(), d.params.values.size()),
-                   std::span<const float>(d.grads.values.data(), d.grads.values.size()));
-      });
+      for (std::size_t r = 0; r < n_; ++r) ctx[r] = replicas_[r]->ctx(), grads[r] = replicas_[r]->gradients();
+      reduce_->sum(std::span<context>(ctx), grads, host_.values.size());
+      on_each([&](std::size_t, replica_type& d) { d.step(); });
       host_stale_ = true;
     }
     double total = 0;
@@ -122,16 +98,9 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Ba
   /// (correct predictions, summed loss) over the batch, the replicas evaluating shards of it.
   std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
     std::vector<std::pair<std::size_t, double>> part(n_);
-    on_each([&](std::size_t r) {
-      DeviceReplica& d = *replicas_[r];
-      const auto [begin, count] = shard(labels.size(), r);
-      if (count == 0) return;
-      const StepInfo info{.mode = Mode::eval, .seed = seed_, .update_buffers = false};
-      const auto y = d.exec.forward(ctx_[r], info, d.params, upload(r, {x.data() + begin * in_size, count}));
-      const double l = d.loss.forward(y, labels.subspan(begin, count));
-      d.scores.resize(y.size());
-      K::download(ctx_[r], y.data(), d.scores.data(), y.size());
-      part[r] = {count_correct<Net>(d.scores.data(), labels.subspan(begin, count)), l * double(count)};
+    on_each([&](std::size_t r, replica_type& d) {
+      const auto [begin, count] = contiguous_shard(labels.size(), n_, r);
+      if (count > 0) part[r] = d.evaluate({x.data() + begin * in_size, count}, labels.subspan(begin, count), seed_);
     });
     std::pair<std::size_t, double> total{};
     for (const auto& p : part) total.first += p.first, total.second += p.second;
@@ -142,8 +111,8 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Ba
   void sync_buffers() {
     if (n_ < 2) return;
     download();
-    on_each([&](std::size_t r) {
-      if (r > 0) replicas_[r]->params.copy_from(host_);
+    on_each([&](std::size_t r, replica_type& d) {
+      if (r > 0) d.parameters().copy_from(host_);
     });
   }
 
@@ -163,40 +132,33 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Ba
   }
   /// The host parameters and optimiser state were loaded: every replica takes them.
   void after_load() {
-    on_each([&](std::size_t r) {
-      DeviceReplica& d = *replicas_[r];
-      state_to_device<Backend>(ctx_[r], host_, opt_, d.params, d.opt);
-    });
+    on_each([&](std::size_t, replica_type& d) { d.from_host(host_, opt_); });
     host_stale_ = false;
   }
 
  private:
-  static std::size_t count(const DataParallelOptions& o) { return replica_count<N>(o); }
-  /// Samples [begin, begin + count) of a batch of n: replica r's contiguous shard.
-  std::pair<std::size_t, std::size_t> shard(std::size_t n, std::size_t r) const noexcept {
-    return contiguous_shard(n, n_, r);
-  }
-  /// f(r) for every replica, each on its own thread with its device made current.
+  /// f(r) for every replica index, each on its own thread.
   template <class F>
-  void on_each(F&& f) {
+  void on_threads(F&& f) {
     team_.parallel_for(n_, 1, [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t r = lo; r < hi; ++r) {
-        if constexpr (requires { ctx_[r].activate(); }) ctx_[r].activate();
-        f(r);
-      }
+      for (std::size_t r = lo; r < hi; ++r) f(r);
     });
   }
-  ConstBatchView<typename Net::input_shape, float> upload(std::size_t r, input_view x) {
-    auto& in = replicas_[r]->input;
-    in.resize(std::max(in.size(), x.size()));
-    K::upload(ctx_[r], x.data(), in.data(), x.size());
-    return {in.data(), x.batch()};
+  /// f(r, replica r) for every replica, on its own thread with its device current.
+  template <class F>
+  void on_each(F&& f) {
+    on_threads([&](std::size_t r) {
+      activate(replicas_[r]->ctx());
+      f(r, *replicas_[r]);
+    });
+  }
+  static void activate(context& c) {
+    if constexpr (requires { c.activate(); }) c.activate(); // e.g. cudaSetDevice
   }
   /// Replica 0's parameters, statistics and optimiser state into the host copies.
   void download() {
-    DeviceReplica& d = *replicas_[0];
-    if constexpr (requires { ctx_[0].activate(); }) ctx_[0].activate();
-    state_to_host<Backend>(ctx_[0], d.params, d.opt, host_, opt_);
+    activate(replicas_[0]->ctx());
+    replicas_[0]->to_host(host_, opt_);
     host_stale_ = false;
   }
 
@@ -205,8 +167,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Ba
   ThreadPool team_; // one thread per replica (the caller is replica 0's)
   params_type host_;
   Opt opt_;
-  std::vector<context> ctx_;
-  std::vector<std::unique_ptr<DeviceReplica>> replicas_;
+  std::vector<std::unique_ptr<replica_type>> replicas_;
   std::unique_ptr<device::ReplicaAllReduce<Backend>> reduce_;
   bool host_stale_ = false;
 };
