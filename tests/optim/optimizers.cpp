@@ -34,6 +34,7 @@ TEST_CASE("SGD: matches torch.optim.SGD over 3 steps") {
   check_steps(Sgd({.lr = 0.1}), "sgd_plain");
   check_steps(Sgd({.lr = 0.1, .momentum = 0.9}), "sgd_momentum");
   check_steps(Sgd({.lr = 0.1, .momentum = 0.9, .dampening = 0.3, .weight_decay = 0.01}), "sgd_dampening_wd");
+  check_steps(Sgd({.lr = 0.1, .dampening = 0.5, .weight_decay = 0.01}), "sgd_dampening_no_momentum");
   check_steps(Sgd({.lr = 0.05, .momentum = 0.9, .weight_decay = 0.001, .nesterov = true}), "sgd_nesterov");
 }
 TEST_CASE("Adam: matches torch.optim.Adam over 3 steps, AMSGrad and weight decay included") {

@@ -165,6 +165,8 @@ OPTIMIZERS = {
     "sgd_plain": (torch.optim.SGD, dict(lr=0.1)),
     "sgd_momentum": (torch.optim.SGD, dict(lr=0.1, momentum=0.9)),
     "sgd_dampening_wd": (torch.optim.SGD, dict(lr=0.1, momentum=0.9, dampening=0.3, weight_decay=0.01)),
+    # Dampening only scales the momentum buffer: without momentum PyTorch ignores it.
+    "sgd_dampening_no_momentum": (torch.optim.SGD, dict(lr=0.1, dampening=0.5, weight_decay=0.01)),
     "sgd_nesterov": (torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.001)),
     "adam_default": (torch.optim.Adam, dict(lr=1e-3)),
     "adam_amsgrad_wd": (torch.optim.Adam, dict(lr=0.01, betas=(0.8, 0.99), eps=1e-7, weight_decay=0.1, amsgrad=True)),

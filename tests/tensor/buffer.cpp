@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include <xtensor/xtensor.hpp>
@@ -10,6 +11,40 @@
 #include <cohort/tensor/buffer.hpp>
 
 using namespace cohort;
+
+namespace {
+/// Records what HostBuffer asks of its allocator (the Cuda backend plugs page-locked memory in here).
+struct CountingAllocator {
+  static inline std::map<void*, std::size_t> blocks; // live blocks and their sizes
+  static inline std::size_t last_bytes = 0;
+  static void* allocate(std::size_t bytes) {
+    void* p = AlignedAllocator::allocate(bytes);
+    blocks[p] = last_bytes = bytes;
+    return p;
+  }
+  static void deallocate(void* p, std::size_t bytes) noexcept {
+    CHECK(blocks.at(p) == bytes); // released with the size it was allocated with
+    blocks.erase(p);
+    AlignedAllocator::deallocate(p, bytes);
+  }
+};
+} // namespace
+
+TEST_CASE("HostBuffer: memory comes from its allocator and goes back to it") {
+  {
+    HostBuffer<float, CountingAllocator> b(10);
+    CHECK(CountingAllocator::blocks.size() == 1);
+    CHECK(CountingAllocator::last_bytes == buffer_alignment); // 40 bytes, rounded up to a whole line
+    b[2] = 5.f;
+    b.resize(100); // grows: a new block, the old one released
+    CHECK(CountingAllocator::blocks.size() == 1);
+    CHECK(CountingAllocator::last_bytes == 448);
+    CHECK(b[2] == 5.f);
+    b.resize(3); // shrinking keeps the block
+    CHECK(CountingAllocator::blocks.size() == 1);
+  }
+  CHECK(CountingAllocator::blocks.empty());
+}
 
 TEST_CASE("HostBuffer: aligned, zeroed, keeps capacity when shrinking") {
   HostBuffer<float> b(10);

@@ -14,11 +14,14 @@
 #error "cohort/backend/cuda.cuh is CUDA code: compile it with nvcc (CMake: a .cu source linked to cohort::cuda)"
 #endif
 
+#include <cstddef>
+
 #include <cuda_runtime_api.h>
 #include <thrust/system/cuda/execution_policy.h>
 
 #include "cohort/backend/cuda/cublas_gemm.cuh"
 #include "cohort/backend/cuda/error.cuh"
+#include "cohort/backend/cuda/pinned_allocator.cuh"
 #include "cohort/backend/device/batch_norm.hpp"
 #include "cohort/backend/device/conv2d.hpp"
 #include "cohort/backend/device/device_buffer.hpp"
@@ -45,6 +48,13 @@ struct CudaContext {
   void gemm(const device::GemmArgs<In, Out>& g) const {
     gpu::gemm(g, device, stream);
   }
+  /// Queues the copy of n elements from host to device on the stream; returns at once. From
+  /// page-locked memory the copy is truly asynchronous: the caller leaves `host` unchanged until
+  /// the stream has passed this point (from pageable memory CUDA copies it before returning).
+  template <class T>
+  void copy_to_device(const T* host, T* device_ptr, std::size_t n) const {
+    COHORT_CUDA_CHECK(cudaMemcpyAsync(device_ptr, host, n * sizeof(T), cudaMemcpyHostToDevice, stream), device);
+  }
   /// Waits for everything queued on the stream; errors of earlier kernels surface here.
   void synchronize() const { COHORT_CUDA_CHECK(cudaStreamSynchronize(stream), device); }
 };
@@ -56,6 +66,8 @@ struct Cuda {
   using buffer = DeviceBuffer<U>;
   static constexpr const char* name = "cuda";
   static constexpr bool host_memory = false;
+  /// Batches are staged in page-locked memory (the Trainer's prefetch).
+  using staging_allocator = gpu::PinnedAllocator;
 };
 
 template <>

@@ -11,6 +11,8 @@
 /// layers still compute (PyTorch DDP's bucketing, bucket_cap_mb).
 
 #include <cstddef>
+#include <limits>
+#include <span>
 #include <vector>
 
 #include "cohort/network/sequential.hpp"
@@ -44,6 +46,18 @@ std::vector<GradientBucket> plan_buckets(std::size_t bytes) {
       end = base[i];
     }
   }
+  return out;
+}
+
+/// Marks a layer whose backward completes no bucket.
+inline constexpr std::size_t no_bucket = std::numeric_limits<std::size_t>::max();
+
+/// For each layer of Net, the bucket its backward pass completes (no_bucket if none): what a
+/// backward hook looks up to start that bucket's all-reduce.
+template <NetworkDescription Net>
+std::vector<std::size_t> bucket_of_layer(std::span<const GradientBucket> buckets) {
+  std::vector<std::size_t> out(Net::layer_count, no_bucket);
+  for (std::size_t b = 0; b < buckets.size(); ++b) out[buckets[b].first_layer] = b;
   return out;
 }
 

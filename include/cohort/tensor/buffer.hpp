@@ -22,8 +22,19 @@ namespace cohort {
 /// and a whole AVX-512 register.
 inline constexpr std::size_t buffer_alignment = 64;
 
-/// A 64-byte aligned, growable array of trivially copyable `T`. New elements are zeroed.
-template <class T>
+/// Where HostBuffer's memory comes from: aligned operator new. A backend may supply another
+/// (the Cuda backend's page-locked memory for staging batches: gpu::PinnedAllocator), with the
+/// same two static members.
+struct AlignedAllocator {
+  static void* allocate(std::size_t bytes) { return ::operator new (bytes, std::align_val_t{buffer_alignment}); }
+  static void deallocate(void* p, std::size_t /*bytes*/) noexcept {
+    ::operator delete (p, std::align_val_t{buffer_alignment});
+  }
+};
+
+/// A 64-byte aligned, growable array of trivially copyable `T`, from `Alloc`. New elements are
+/// zeroed.
+template <class T, class Alloc = AlignedAllocator>
 class HostBuffer {
   static_assert(std::is_trivially_copyable_v<T>, "HostBuffer holds trivially copyable elements only");
 
@@ -90,13 +101,13 @@ class HostBuffer {
   std::span<const T> span() const noexcept { return {data_, size_}; }
 
  private:
-  static T* allocate(std::size_t n) {
-    // Round the byte count up so that vector loops may read a whole register past the end.
-    const std::size_t bytes = (n * sizeof(T) + buffer_alignment - 1) / buffer_alignment * buffer_alignment;
-    return static_cast<T*>(::operator new (bytes, std::align_val_t{buffer_alignment}));
+  // Round the byte count up so that vector loops may read a whole register past the end.
+  static std::size_t bytes_for(std::size_t n) noexcept {
+    return (n * sizeof(T) + buffer_alignment - 1) / buffer_alignment * buffer_alignment;
   }
+  static T* allocate(std::size_t n) { return static_cast<T*>(Alloc::allocate(bytes_for(n))); }
   void release() noexcept {
-    if (data_) ::operator delete (data_, std::align_val_t{buffer_alignment});
+    if (data_) Alloc::deallocate(data_, bytes_for(capacity_));
     data_ = nullptr;
     size_ = capacity_ = 0;
   }

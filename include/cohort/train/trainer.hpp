@@ -31,6 +31,7 @@
 
 #include "cohort/backend/cpu.hpp"
 #include "cohort/core/error.hpp"
+#include "cohort/data/batch_prefetcher.hpp"
 #include "cohort/data/sampler.hpp"
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/parallel/policy.hpp"
@@ -83,6 +84,10 @@ struct TrainerOptions {
   DataParallelOptions parallel{};
   /// fp16 loss scaling (MixedPrecision<fp16>; precision/mixed_precision.hpp).
   LossScaleOptions loss_scale{};
+  /// Device backends: gather the next training batch on a background thread, into page-locked
+  /// memory on Cuda, while the current one trains (seed 001's DataLoader with pin_memory and
+  /// non_blocking copies). CPU policies ignore it: their threads are all busy with the step.
+  bool prefetch = true;
 };
 
 /// What one epoch (or the part of it run before max_steps) produced.
@@ -101,6 +106,19 @@ struct EvalReport {
 };
 
 namespace detail {
+
+/// The allocator of the host memory batches are staged in before they are copied to Backend's
+/// memory: Backend::staging_allocator where it names one (page-locked memory for Cuda), aligned
+/// operator new otherwise.
+template <class Backend>
+struct staging_allocator {
+  using type = AlignedAllocator;
+};
+template <class Backend>
+requires requires { typename Backend::staging_allocator; }
+struct staging_allocator<Backend> {
+  using type = typename Backend::staging_allocator;
+};
 
 /// A JSON number, or null for what is not known (NaN) or not finite.
 inline std::string json_number(double v) {
@@ -132,6 +150,7 @@ class Trainer {
 
   using input_shape = typename Net::input_shape;
   using engine_type = detail::TrainEngine<Parallel, Precision, Net, Opt>;
+  using staging = typename detail::staging_allocator<typename Parallel::backend>::type;
 
  public:
   explicit Trainer(Opt opt, TrainerOptions options = {})
@@ -197,6 +216,7 @@ class Trainer {
     EpochReport r;
     r.epoch = state_.epoch;
     double loss_sum = 0;
+    const PrefetchScope prefetch_scope{*this}; // no batch is gathered past this epoch's end
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t b = state_.batch_in_epoch; b < batches;) {
       if (reached_max_steps()) {
@@ -207,10 +227,10 @@ class Trainer {
       const std::size_t group = std::min(k, batches - b);
       double step_loss = 0;
       for (std::size_t i = 0; i < group; ++i, ++b) {
-        const std::size_t first = b * bs, count = std::min(bs, local - first);
-        gather(train, std::span<const std::size_t>(order_.data() + first, count));
+        const std::size_t count = std::min(bs, local - b * bs);
+        const std::size_t slot = load_batch(train, b, batches, local);
         step_loss +=
-            engine_.step({batch_x_.data(), count}, std::span<const std::int32_t>(batch_y_.data(), count),
+            engine_.step({batch_x_[slot].data(), count}, std::span<const std::int32_t>(batch_y_[slot].data(), count),
                          {.step = state_.step, .forward_pass = state_.forward_passes, .index = i, .count = group});
         ++state_.forward_passes;
         r.samples += count * world;
@@ -260,9 +280,9 @@ class Trainer {
       const std::size_t count = std::min(opt_.eval_batch_size, end - first);
       idx.resize(count);
       for (std::size_t i = 0; i < count; ++i) idx[i] = first + i;
-      gather(data, idx);
+      gather(data, idx, 0);
       const auto [c, l] =
-          engine_.evaluate({batch_x_.data(), count}, std::span<const std::int32_t>(batch_y_.data(), count));
+          engine_.evaluate({batch_x_[0].data(), count}, std::span<const std::int32_t>(batch_y_[0].data(), count));
       correct += double(c);
       loss += l;
     }
@@ -344,17 +364,60 @@ class Trainer {
   /// Progress and metrics come from rank 0 only.
   bool log_here() const noexcept { return opt_.log && engine_.rank() == 0; }
 
-  /// Copies the samples at `idx` into the batch buffers (no allocation once they are sized).
+  /// Copies the samples at `idx` into the batch buffers of `slot` (no allocation once they are
+  /// sized).
   template <class Data>
-  void gather(const Data& data, std::span<const std::size_t> idx) {
-    batch_x_.resize(std::max(batch_x_.size(), idx.size() * input_shape::size));
-    batch_y_.resize(std::max(batch_y_.size(), idx.size()));
+  void gather(const Data& data, std::span<const std::size_t> idx, std::size_t slot) {
+    auto& x = batch_x_[slot];
+    auto& y = batch_y_[slot];
+    x.resize(std::max(x.size(), idx.size() * input_shape::size));
+    y.resize(std::max(y.size(), idx.size()));
     for (std::size_t i = 0; i < idx.size(); ++i) {
       const float* src = data.image(idx[i]);
-      std::copy(src, src + input_shape::size, batch_x_.data() + i * input_shape::size);
-      batch_y_[i] = data.label(idx[i]);
+      std::copy(src, src + input_shape::size, x.data() + i * input_shape::size);
+      y[i] = data.label(idx[i]);
     }
   }
+
+  bool prefetching() const noexcept { return !host_memory_backend<typename Parallel::backend> && opt_.prefetch; }
+
+  /// Batch b of this epoch (this process's `local` samples in order_) in a staging slot; returns
+  /// the slot. When prefetching, batch b + 1 is then gathered into the other slot on the
+  /// background thread while the caller trains on b. The slot it overwrites held batch b - 1,
+  /// whose step has returned, and a step returns only after its batch reached the device (the
+  /// loss is read back after the copy, on the same stream).
+  template <class Data>
+  std::size_t load_batch(const Data& data, std::size_t b, std::size_t batches, std::size_t local) {
+    const auto indices = [this, local](std::size_t k) {
+      const std::size_t first = k * opt_.batch_size;
+      return std::span<const std::size_t>(order_.data() + first, std::min(opt_.batch_size, local - first));
+    };
+    if (!prefetching()) {
+      gather(data, indices(b), 0);
+      return 0;
+    }
+    const std::size_t slot = b % 2;
+    if (prefetched_ == b)
+      prefetcher_.wait();
+    else
+      gather(data, indices(b), slot); // the epoch's first batch (or the first after resuming)
+    prefetched_ = no_batch;
+    if (b + 1 < batches) {
+      prefetcher_.submit([this, &data, indices, next = b + 1] { gather(data, indices(next), next % 2); });
+      prefetched_ = b + 1;
+    }
+    return slot;
+  }
+
+  /// Lets the batch being gathered finish (its error, if any, no longer matters) when an epoch
+  /// ends, normally or by an exception: the job reads the epoch's order and training set.
+  struct PrefetchScope {
+    Trainer& t;
+    ~PrefetchScope() {
+      t.prefetcher_.drain();
+      t.prefetched_ = no_batch;
+    }
+  };
 
   void record(const EpochReport& r) {
     if (r.complete) epoch_seconds_.push_back(r.seconds);
@@ -398,8 +461,11 @@ class Trainer {
   engine_type engine_;
   TrainerState state_{};
   std::vector<std::size_t> order_;
-  HostBuffer<float> batch_x_;
-  HostBuffer<std::int32_t> batch_y_;
+  static constexpr std::size_t no_batch = std::numeric_limits<std::size_t>::max();
+  std::array<HostBuffer<float, staging>, 2> batch_x_; // staging slots: [0] unless prefetching
+  std::array<HostBuffer<std::int32_t, staging>, 2> batch_y_;
+  BatchPrefetcher prefetcher_;        // its thread starts with the first prefetch
+  std::size_t prefetched_ = no_batch; // the batch the prefetcher gathers (no_batch: none)
   std::vector<double> epoch_seconds_;
 };
 

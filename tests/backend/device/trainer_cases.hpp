@@ -26,8 +26,9 @@ struct DeviceTempDir {
 
 template <class Net, class Policy, class Opt>
 std::vector<float> trained_weights(Opt opt, const Bands& data, std::uint64_t steps, const fs::path& save = {},
-                                   const fs::path& resume = {}) {
-  Trainer<Net, Opt, Policy> t(std::move(opt), {.batch_size = 24, .seed = 5, .max_steps = steps, .log = nullptr});
+                                   const fs::path& resume = {}, bool prefetch = true) {
+  Trainer<Net, Opt, Policy> t(std::move(opt),
+                              {.batch_size = 24, .seed = 5, .max_steps = steps, .log = nullptr, .prefetch = prefetch});
   if (!resume.empty()) t.resume(resume);
   t.fit(data, 10);
   if (!save.empty()) t.save(save);
@@ -39,6 +40,8 @@ void check_device_trainer(Opt opt, std::uint64_t total, std::uint64_t half) {
   const Bands data(100, 1); // 5 batches per epoch (the last one short): runs cross epochs
   DeviceTempDir dir;
   const auto straight = trained_weights<Net, SingleDevice<Dev>>(opt, data, total);
+  // The batches gathered ahead on the prefetch thread are the ones gathered in place without it.
+  CHECK(straight == trained_weights<Net, SingleDevice<Dev>>(opt, data, total, {}, {}, /*prefetch=*/false));
 #if !defined(__CUDACC__) // CPU networks stay out of .cu files (layers_cases.hpp says why)
   const auto cpu = trained_weights<Net, SingleDevice<>>(opt, data, total);
   // Same data order, initialisation and dropout masks; sums in other orders.

@@ -100,8 +100,11 @@ struct ElementwiseKernels {
   /// Host -> device and device -> host copies of raw arrays (engines move batches, scores and
   /// optimiser state with these; DeviceBuffer has its own).
   template <class T>
-  static void upload(context&, const T* host, T* device, std::size_t n) {
-    thrust::copy(host, host + n, thrust::device_pointer_cast(device));
+  static void upload(context& ctx, const T* host, T* device, std::size_t n) {
+    if constexpr (requires { ctx.copy_to_device(host, device, n); })
+      ctx.copy_to_device(host, device, n); // Cuda: cudaMemcpyAsync on the context's stream
+    else
+      thrust::copy(host, host + n, thrust::device_pointer_cast(device));
   }
   template <class T>
   static void download(context&, const T* device, T* host, std::size_t n) {

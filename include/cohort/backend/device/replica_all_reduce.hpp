@@ -1,20 +1,36 @@
 #pragma once
 /// \file
 /// How the replicas of `ThreadedReplicas<N, Backend>` on a device backend add up their
-/// gradients. The primary template sums them in replica order with Thrust and gives every
-/// replica the total: right when all replicas' memory is reachable from one Thrust system (the
-/// OpenMP device system: ThrustDevice). The Cuda backend's replicas sit on different GPUs:
-/// cohort/parallel/nccl.cuh specialises this for Cuda with an NCCL all-reduce.
+/// gradients, bucket by bucket while backward still runs (PyTorch DDP's overlap). The primary
+/// template serves every backend whose replicas' memory one Thrust system reaches (the OpenMP
+/// device system: ThrustDevice): the last replica to finish a bucket sums it in replica order
+/// and gives every replica the total. The Cuda backend's replicas sit on different GPUs:
+/// cohort/parallel/nccl.cuh specialises this for Cuda (an NCCL all-reduce per bucket on a
+/// communication stream of each GPU).
+///
+/// The protocol, the same for every backend (each call on replica r's thread):
+///
+///     reduce.begin(grads);          // once per step, before the replicas' last backward
+///     reduce.start(r, ctx, b);      // backward finished bucket b (buckets in order 0, 1, ...)
+///     reduce.finish(r, ctx);        // starts any bucket r did not; r's kernels queued from now
+///                                   // on see every sum
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
+#include <memory>
 #include <span>
+#include <thread>
 #include <type_traits>
+#include <vector>
 
 #include <thrust/copy.h>
 #include <thrust/functional.h>
 #include <thrust/transform.h>
 
 #include "cohort/backend/ops.hpp"
+#include "cohort/core/error.hpp"
+#include "cohort/parallel/gradient_buckets.hpp"
 
 namespace cohort::device {
 
@@ -23,19 +39,55 @@ class ReplicaAllReduce {
   static_assert(!std::is_same_v<Backend, Cuda>,
                 "ThreadedReplicas<N, Cuda>: replicas on different GPUs add their gradients with NCCL: #include "
                 "<cohort/parallel/nccl.cuh> and link the cohort::nccl CMake target");
+  using context = typename Backend::context;
 
  public:
-  explicit ReplicaAllReduce(std::span<typename Backend::context> /*one per replica*/) {}
+  ReplicaAllReduce(std::span<context> ctx, std::vector<GradientBucket> buckets)
+      : replicas_(ctx.size()), buckets_(std::move(buckets)), arrived_(new std::atomic<std::size_t>[buckets_.size()]),
+        next_(replicas_, 0) {}
 
-  /// grads[r] = sum over every replica's grads (n floats each), for every r; the sum is taken
-  /// in replica order, so the result does not depend on timing.
-  void sum(std::span<typename Backend::context> ctx, std::span<float* const> grads, std::size_t n) {
-    if (grads.size() < 2) return;
-    auto policy = ctx[0].policy();
-    for (std::size_t r = 1; r < grads.size(); ++r)
-      thrust::transform(policy, grads[0], grads[0] + n, grads[r], grads[0], thrust::plus<float>{});
-    for (std::size_t r = 1; r < grads.size(); ++r) thrust::copy(policy, grads[0], grads[0] + n, grads[r]);
+  /// The replicas' gradient stores for this step (replica r's at grads[r]).
+  void begin(std::span<float* const> grads) {
+    grads_.assign(grads.begin(), grads.end());
+    for (std::size_t b = 0; b < buckets_.size(); ++b) arrived_[b].store(0, std::memory_order_relaxed);
+    std::fill(next_.begin(), next_.end(), 0);
+    summed_.store(0, std::memory_order_release);
   }
+
+  /// Replica r's backward has finished bucket b. The last replica to get here sums the bucket
+  /// (in replica order, so the result does not depend on which thread that is) while the
+  /// others go on with earlier layers, whose gradients lie outside the bucket.
+  void start(std::size_t r, context& ctx, std::size_t b) {
+    if (b != next_[r])
+      throw DistributedError(
+          cohort::detail::concat("replica ", r, ": gradient bucket ", b, " started before bucket ", next_[r]));
+    ++next_[r];
+    if (arrived_[b].fetch_add(1, std::memory_order_acq_rel) + 1 < replicas_) return;
+    const GradientBucket& k = buckets_[b];
+    auto policy = ctx.policy();
+    float* total = grads_[0] + k.begin;
+    for (std::size_t r = 1; r < replicas_; ++r)
+      thrust::transform(policy, total, total + k.size(), grads_[r] + k.begin, total, thrust::plus<float>{});
+    for (std::size_t r = 1; r < replicas_; ++r) thrust::copy(policy, total, total + k.size(), grads_[r] + k.begin);
+    summed_.fetch_add(1, std::memory_order_acq_rel);
+  }
+
+  /// Starts the buckets replica r's backward did not (a replica without samples), then returns
+  /// once every replica has started every bucket and all are summed.
+  void finish(std::size_t r, context& ctx) {
+    while (next_[r] < buckets_.size()) start(r, ctx, next_[r]);
+    while (summed_.load(std::memory_order_acquire) < buckets_.size()) std::this_thread::yield();
+  }
+
+  const std::vector<GradientBucket>& buckets() const noexcept { return buckets_; }
+
+ private:
+  std::size_t replicas_;
+  std::vector<GradientBucket> buckets_;
+  std::unique_ptr<std::atomic<std::size_t>[]> arrived_; // replicas that finished each bucket
+  std::atomic<std::size_t> summed_{0};                  // buckets summed this step
+  std::vector<std::size_t> next_;                       // each replica's next bucket (they start in order)
+  std::vector<float*> grads_;
 };
 
 } // namespace cohort::device

@@ -79,12 +79,14 @@ class DeviceReplica {
   }
 
   /// Forward, loss and backward on the host batch `x`; parameter gradients written into (or with
-  /// `accumulate` added to) this replica's, scaled by `grad_scale`. Returns the mean loss.
+  /// `accumulate` added to) this replica's, scaled by `grad_scale`; `hook(layer)` as each
+  /// layer's gradients are final (see Executor::backward). Returns the mean loss.
+  template <class Hook = NoHook>
   double train(const StepInfo& info, input_view x, std::span<const std::int32_t> labels, double grad_scale,
-               bool accumulate) {
+               bool accumulate, Hook&& hook = {}) {
     const auto y = exec_.forward(ctx_, info, params_, upload(x));
     const double l = loss_.forward(y, labels, grad_scale);
-    exec_.backward(ctx_, params_, grads_, loss_.backward(), {.accumulate = accumulate});
+    exec_.backward(ctx_, params_, grads_, loss_.backward(), {.accumulate = accumulate}, hook);
     return l;
   }
   /// (correct predictions, summed loss) over `x` in evaluation mode.

@@ -163,8 +163,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     check_chunks(o_, world_, "world size");
     broadcast_model("rank 0's initial parameters");
     buckets_ = plan_buckets<Net>(o_.bucket_kib * 1024);
-    bucket_of_layer_.assign(Net::layer_count, npos);
-    for (std::size_t b = 0; b < buckets_.size(); ++b) bucket_of_layer_[buckets_[b].first_layer] = b;
+    bucket_of_layer_ = bucket_of_layer<Net>(buckets_);
     state_.resize(buckets_.size());
     if (o_.deterministic) {
       slots_.resize(o_.deterministic_chunks / world_);
@@ -232,8 +231,6 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   }
 
  private:
-  static constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
-
   /// One bucket's reduction in flight: reduce-scatter then all-gather (or one all-gather in
   /// deterministic mode).
   struct BucketState {
@@ -314,7 +311,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   /// Backward has finished `layer`: start the bucket it completes, and move the others along.
   void layer_done(std::size_t layer) {
     const std::size_t b = bucket_of_layer_[layer];
-    if (b != npos) start(b);
+    if (b != no_bucket) start(b);
     progress();
   }
 

@@ -10,11 +10,15 @@
 ///     ProcessGroupDDP<Mpi, ThrustDevice> MPI over host copies (the CPU build of the same engine,
 ///                                       what CI runs under mpirun)
 ///
+/// Each gradient bucket (`options.parallel.bucket_kib`) is all-reduced as soon as backward has
+/// produced it, overlapping the rest of backward (on NCCL: on a communication stream of the GPU).
 /// The device is `options.parallel.device` + the rank's local rank on its node (MPI's shared-
 /// memory split), as seed 002's `rank = node * gpus + local_rank`. Full precision only.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -25,6 +29,7 @@
 #include "cohort/backend/ops.hpp"
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
+#include "cohort/parallel/gradient_buckets.hpp"
 #include "cohort/parallel/mpi_communicator.hpp"
 #include "cohort/parallel/process_group_ddp.hpp"
 #include "cohort/parallel/signature.hpp"
@@ -34,30 +39,89 @@
 #include "cohort/train/engine/process_group_ddp.hpp"
 
 namespace cohort::device {
-/// How the ranks of ProcessGroupDDP<Comm, Backend> sum their gradients (in place, n floats on the
-/// device). This primary template serves Comm = Mpi: a host copy, MPI_Allreduce in double, and
-/// back. cohort/parallel/nccl.cuh specialises it for <Nccl, Cuda>.
+/// How the ranks of ProcessGroupDDP<Comm, Backend> sum their gradients, bucket by bucket while
+/// backward still runs (each call on the rank's one thread):
+///
+///     reduce.begin(grads);              // before the step's last backward
+///     reduce.start(comm, ctx, b);       // backward finished bucket b (buckets in order 0, 1, ...)
+///     reduce.finish(comm, ctx);         // kernels queued on ctx from now on see every sum
+///
+/// This primary template serves Comm = Mpi: each bucket is copied to the host and summed in
+/// double by a non-blocking MPI_Iallreduce (on a communicator of its own) while backward goes
+/// on; finish() waits for them and copies the sums back. cohort/parallel/nccl.cuh specialises it
+/// for <Nccl, Cuda>.
 template <class Comm, class Backend>
 class RankAllReduce {
   static_assert(std::is_same_v<Comm, Mpi>,
                 "ProcessGroupDDP<Nccl, Cuda>: #include <cohort/parallel/nccl.cuh> and link the cohort::nccl CMake "
                 "target");
+  using K = ops::ElementwiseKernels<Backend>;
 
  public:
-  RankAllReduce(MpiCommunicator&, typename Backend::context&) {}
-  void sum(MpiCommunicator& comm, typename Backend::context& ctx, float* grads, std::size_t n) {
+  RankAllReduce(MpiCommunicator& comm, typename Backend::context&, std::vector<GradientBucket> buckets)
+      : buckets_(std::move(buckets)), requests_(buckets_.size(), MPI_REQUEST_NULL), comm_(comm.duplicate()) {
+    std::size_t n = 0;
+    for (const GradientBucket& k : buckets_) {
+      if (k.size() > std::size_t(std::numeric_limits<int>::max()))
+        throw ValueError(cohort::detail::concat("ProcessGroupDDP: gradient bucket of layers ", k.first_layer,
+                                                "+ holds ", k.size(),
+                                                " values, more than one MPI message takes; lower bucket_kib"));
+      n = std::max(n, k.end);
+    }
     host_.resize(n);
     sums_.resize(n);
-    ops::ElementwiseKernels<Backend>::download(ctx, grads, host_.data(), n);
-    for (std::size_t i = 0; i < n; ++i) sums_[i] = host_[i];
-    comm.allreduce_sum(sums_.data(), n, "the all-reduce of the gradients");
-    for (std::size_t i = 0; i < n; ++i) host_[i] = float(sums_[i]);
-    ops::ElementwiseKernels<Backend>::upload(ctx, host_.data(), grads, n);
   }
+  RankAllReduce(const RankAllReduce&) = delete;
+  RankAllReduce& operator=(const RankAllReduce&) = delete;
+  ~RankAllReduce() { MpiCommunicator::release(comm_); }
+
+  void begin(float* grads) noexcept { grads_ = grads, next_ = 0; }
+  void start(MpiCommunicator& comm, typename Backend::context& ctx, std::size_t b) {
+    if (b != next_)
+      throw DistributedError(
+          cohort::detail::concat("rank ", comm.rank(), ": gradient bucket ", b, " started before bucket ", next_));
+    const GradientBucket& k = buckets_[b];
+    K::download(ctx, grads_ + k.begin, host_.data() + k.begin, k.size());
+    for (std::size_t i = k.begin; i < k.end; ++i) sums_[i] = host_[i];
+    comm.check(
+        MPI_Iallreduce(MPI_IN_PLACE, sums_.data() + k.begin, int(k.size()), MPI_DOUBLE, MPI_SUM, comm_, &requests_[b]),
+        "MPI_Iallreduce", bucket_name(b));
+    ++next_;
+    progress(comm);
+  }
+  /// Starts the buckets backward did not, waits for every sum and copies them to the device.
+  void finish(MpiCommunicator& comm, typename Backend::context& ctx) {
+    while (next_ < buckets_.size()) start(comm, ctx, next_);
+    for (std::size_t b = 0; b < buckets_.size(); ++b) comm.wait(requests_[b], bucket_name(b));
+    for (const GradientBucket& k : buckets_) {
+      for (std::size_t i = k.begin; i < k.end; ++i) host_[i] = float(sums_[i]);
+      K::upload(ctx, host_.data() + k.begin, grads_ + k.begin, k.size());
+    }
+  }
+  const std::vector<GradientBucket>& buckets() const noexcept { return buckets_; }
 
  private:
+  /// Lets MPI move the reductions in flight along (most MPI libraries progress non-blocking
+  /// collectives only inside MPI calls).
+  void progress(MpiCommunicator& comm) {
+    for (std::size_t b = 0; b < next_; ++b) {
+      int done = 0;
+      if (requests_[b] != MPI_REQUEST_NULL)
+        comm.check(MPI_Test(&requests_[b], &done, MPI_STATUS_IGNORE), "MPI_Test", bucket_name(b));
+    }
+  }
+  std::string bucket_name(std::size_t b) const {
+    return cohort::detail::concat("the all-reduce of gradient bucket ", b, " (layers ", buckets_[b].first_layer, "+, ",
+                                  buckets_[b].size(), " values)");
+  }
+
+  std::vector<GradientBucket> buckets_;
+  std::vector<MPI_Request> requests_;
+  MPI_Comm comm_; // the buckets' own: never ordered against the control plane's collectives
   std::vector<float> host_;
   std::vector<double> sums_;
+  float* grads_ = nullptr;
+  std::size_t next_ = 0;
 };
 } // namespace cohort::device
 
@@ -94,7 +158,10 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, 
     if constexpr (requires { ctx.device; }) ctx.device = o.parallel.device + comm_.local_rank();
     if constexpr (requires { ctx.activate(); }) ctx.activate(); // before anything allocates on the device
     dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt>>(opt_, ctx);
-    reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(comm_, dev_->ctx());
+    if (o.parallel.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
+    reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(comm_, dev_->ctx(),
+                                                                     plan_buckets<Net>(o.parallel.bucket_kib * 1024));
+    bucket_of_layer_ = bucket_of_layer<Net>(reduce_->buckets());
     broadcast_model("rank 0's initial parameters");
   }
 
@@ -102,10 +169,15 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, 
     if (m.index == 0) comm_.begin_step(m.step);
     // The ranks' gradients are summed: each scales its mean by 1 / world (and by the micro-batch
     // share under accumulation), as the CPU engine does.
-    const double local = dev_->train(train_step_info(seed_, m, rank_, world_, rank_ == 0), x, labels,
-                                     1.0 / (double(world_) * double(m.count)), m.index > 0);
-    if (!m.last()) return local;
-    reduce_->sum(comm_, dev_->ctx(), dev_->gradients(), dev_->size());
+    const StepInfo info = train_step_info(seed_, m, rank_, world_, rank_ == 0);
+    const double scale = 1.0 / (double(world_) * double(m.count));
+    if (!m.last()) return dev_->train(info, x, labels, scale, m.index > 0);
+    // The last micro-batch: each bucket's all-reduce starts as backward completes it.
+    reduce_->begin(dev_->gradients());
+    const double local = dev_->train(info, x, labels, scale, m.index > 0, [&](std::size_t layer) {
+      if (const std::size_t b = bucket_of_layer_[layer]; b != no_bucket) reduce_->start(comm_, dev_->ctx(), b);
+    });
+    reduce_->finish(comm_, dev_->ctx());
     double loss = local / double(world_);
     comm_.allreduce_sum(&loss, 1, "the all-reduce of the loss");
     dev_->step();
@@ -174,6 +246,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, 
   Opt opt_;
   std::unique_ptr<DeviceReplica<Net, Backend, Opt>> dev_;
   std::unique_ptr<device::RankAllReduce<Comm, Backend>> reduce_;
+  std::vector<std::size_t> bucket_of_layer_;
   bool host_stale_ = false;
 };
 

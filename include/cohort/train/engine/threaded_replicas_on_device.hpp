@@ -8,10 +8,12 @@
 ///     cohort::Trainer<Net, cohort::Adam<>, cohort::ThreadedReplicas<4, cohort::Cuda>> trainer(opt, options);
 ///     // GPUs options.parallel.device .. device + 3; needs cohort/parallel/nccl.cuh for Cuda
 ///
-/// A step gives replica r its contiguous shard of the batch; after backward the gradients are
-/// summed across replicas (device::ReplicaAllReduce: in replica order for ThrustDevice, an NCCL
-/// all-reduce for Cuda), and every replica applies the same optimiser step to its own copy, so
-/// the copies stay identical. Only replica 0 moves BatchNorm's running statistics; sync_buffers
+/// A step gives replica r its contiguous shard of the batch. The gradients are summed across
+/// replicas bucket by bucket (`options.parallel.bucket_kib`) as backward completes each bucket,
+/// so the sums overlap the rest of backward (device::ReplicaAllReduce: in replica order by the
+/// last replica to finish the bucket for ThrustDevice, an NCCL all-reduce on a communication
+/// stream per GPU for Cuda); then every replica applies the same optimiser step to its own copy,
+/// so the copies stay identical. Only replica 0 moves BatchNorm's running statistics; sync_buffers
 /// (before evaluation and saving) copies them to the others. Full precision only.
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include "cohort/backend/ops.hpp"
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
+#include "cohort/parallel/gradient_buckets.hpp"
 #include "cohort/parallel/threaded_replicas.hpp"
 #include "cohort/precision/full_precision.hpp"
 #include "cohort/train/checkpoint.hpp"
@@ -66,28 +69,44 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Ba
       replicas_[r] = std::make_unique<replica_type>(opt_, ctx[r]);
       replicas_[r]->parameters().copy_from(host_);
     });
-    reduce_ = std::make_unique<device::ReplicaAllReduce<Backend>>(std::span<context>(ctx));
+    if (o.parallel.bucket_kib == 0) throw ValueError("ThreadedReplicas: bucket_kib must be at least 1");
+    reduce_ = std::make_unique<device::ReplicaAllReduce<Backend>>(std::span<context>(ctx),
+                                                                  plan_buckets<Net>(o.parallel.bucket_kib * 1024));
+    bucket_of_layer_ = bucket_of_layer<Net>(reduce_->buckets());
   }
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
     const std::size_t n = labels.size();
     std::vector<double> loss(n_, 0.0);
+    if (m.last()) {
+      std::vector<float*> grads(n_);
+      for (std::size_t r = 0; r < n_; ++r) grads[r] = replicas_[r]->gradients();
+      reduce_->begin(grads);
+    }
     on_each([&](std::size_t r, replica_type& d) {
       const auto [begin, count] = contiguous_shard(n, n_, r);
-      if (count == 0) { // fewer samples than replicas: this one adds nothing
+      if (count == 0) { // fewer samples than replicas: this one adds zeros (finish starts its buckets)
         if (m.index == 0) d.zero_grad();
         return;
       }
       const double share = double(count) / double(n);
-      loss[r] = share * d.train(train_step_info(seed_, m, begin, 1, r == 0), {x.data() + begin * in_size, count},
-                                labels.subspan(begin, count), share / double(m.count), m.index > 0);
+      const StepInfo info = train_step_info(seed_, m, begin, 1, r == 0);
+      const input_view shard{x.data() + begin * in_size, count};
+      const auto shard_labels = labels.subspan(begin, count);
+      if (!m.last()) {
+        loss[r] = share * d.train(info, shard, shard_labels, share / double(m.count), m.index > 0);
+        return;
+      }
+      loss[r] =
+          share * d.train(info, shard, shard_labels, share / double(m.count), m.index > 0, [&](std::size_t layer) {
+            if (const std::size_t b = bucket_of_layer_[layer]; b != no_bucket) reduce_->start(r, d.ctx(), b);
+          });
     });
     if (m.last()) {
-      std::vector<context> ctx(n_);
-      std::vector<float*> grads(n_);
-      for (std::size_t r = 0; r < n_; ++r) ctx[r] = replicas_[r]->ctx(), grads[r] = replicas_[r]->gradients();
-      reduce_->sum(std::span<context>(ctx), grads, host_.values.size());
-      on_each([&](std::size_t, replica_type& d) { d.step(); });
+      on_each([&](std::size_t r, replica_type& d) {
+        reduce_->finish(r, d.ctx());
+        d.step();
+      });
       host_stale_ = true;
     }
     double total = 0;
@@ -169,6 +188,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Ba
   Opt opt_;
   std::vector<std::unique_ptr<replica_type>> replicas_;
   std::unique_ptr<device::ReplicaAllReduce<Backend>> reduce_;
+  std::vector<std::size_t> bucket_of_layer_;
   bool host_stale_ = false;
 };
 
