@@ -15,6 +15,7 @@
 #endif
 
 #include <cstddef>
+#include <utility>
 
 #include <cuda_runtime_api.h>
 #include <thrust/system/cuda/execution_policy.h>
@@ -26,6 +27,7 @@
 #include "cohort/backend/device/conv2d.hpp"
 #include "cohort/backend/device/device_buffer.hpp"
 #include "cohort/backend/device/elementwise.hpp"
+#include "cohort/backend/device/errors.hpp"
 #include "cohort/backend/device/linear.hpp"
 #include "cohort/backend/device/pool.hpp"
 #include "cohort/backend/device/replica_all_reduce.hpp"
@@ -54,6 +56,13 @@ struct CudaContext {
   template <class T>
   void copy_to_device(const T* host, T* device_ptr, std::size_t n) const {
     COHORT_CUDA_CHECK(cudaMemcpyAsync(device_ptr, host, n * sizeof(T), cudaMemcpyHostToDevice, stream), device);
+  }
+  /// f(), with Thrust's errors (and failed allocations) rethrown as CudaError naming `what`, the
+  /// device and the rank.
+  template <class F>
+  decltype(auto) translate_errors(const char* what, F&& f) const {
+    return device::translate_thrust_errors<CudaError>(
+        what, [this] { return gpu::detail::where(device); }, std::forward<F>(f));
   }
   /// Waits for everything queued on the stream; errors of earlier kernels surface here.
   void synchronize() const { COHORT_CUDA_CHECK(cudaStreamSynchronize(stream), device); }

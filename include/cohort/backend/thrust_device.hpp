@@ -13,12 +13,16 @@
 ///
 /// Requires the CCCL headers (Thrust, libcu++): the CUDA Toolkit's include/cccl.
 
+#include <string>
+#include <utility>
+
 #include <thrust/execution_policy.h>
 
 #include "cohort/backend/device/batch_norm.hpp"
 #include "cohort/backend/device/conv2d.hpp"
 #include "cohort/backend/device/device_buffer.hpp"
 #include "cohort/backend/device/elementwise.hpp"
+#include "cohort/backend/device/errors.hpp"
 #include "cohort/backend/device/gemm.hpp"
 #include "cohort/backend/device/linear.hpp"
 #include "cohort/backend/device/pool.hpp"
@@ -34,6 +38,12 @@ struct ThrustDeviceContext {
   template <class In, class Out>
   void gemm(const device::GemmArgs<In, Out>& g) const {
     device::thrust_gemm(policy(), g);
+  }
+  /// f(), with Thrust's errors (and failed allocations) rethrown as DeviceError naming `what`.
+  template <class F>
+  decltype(auto) translate_errors(const char* what, F&& f) const {
+    return device::translate_thrust_errors<DeviceError>(
+        what, [] { return std::string(" on the Thrust device system"); }, std::forward<F>(f));
   }
 };
 

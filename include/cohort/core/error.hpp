@@ -61,6 +61,13 @@ class DistributedError : public Error {
   using Error::Error;
 };
 
+/// A device backend failed: a device allocation, a Thrust algorithm, a CUDA, cuBLAS or NCCL call
+/// (the Cuda backend's CudaError is one). The message names the operation and the device.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 
 /// Builds a message from streamable pieces: `concat("expected ", 3, ", found ", 4)`.

@@ -17,10 +17,10 @@
 
 namespace cohort {
 
-/// A CUDA runtime, cuBLAS or NCCL call failed.
-class CudaError : public Error {
+/// A CUDA runtime, cuBLAS or NCCL call, or a Thrust algorithm on the GPU, failed.
+class CudaError : public DeviceError {
  public:
-  using Error::Error;
+  using DeviceError::DeviceError;
 };
 
 namespace gpu::detail {

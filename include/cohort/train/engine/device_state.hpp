@@ -84,24 +84,30 @@ class DeviceReplica {
   template <class Hook = NoHook>
   double train(const StepInfo& info, input_view x, std::span<const std::int32_t> labels, double grad_scale,
                bool accumulate, Hook&& hook = {}) {
-    const auto y = exec_.forward(ctx_, info, params_, upload(x));
-    const double l = loss_.forward(y, labels, grad_scale);
-    exec_.backward(ctx_, params_, grads_, loss_.backward(), {.accumulate = accumulate}, hook);
-    return l;
+    return guarded("the training step", [&] {
+      const auto y = exec_.forward(ctx_, info, params_, upload(x));
+      const double l = loss_.forward(y, labels, grad_scale);
+      exec_.backward(ctx_, params_, grads_, loss_.backward(), {.accumulate = accumulate}, hook);
+      return l;
+    });
   }
   /// (correct predictions, summed loss) over `x` in evaluation mode.
   std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels, std::uint64_t seed) {
-    const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
-    const auto y = exec_.forward(ctx_, info, params_, upload(x));
-    const double l = loss_.forward(y, labels);
-    scores_.resize(y.size());
-    K::download(ctx_, y.data(), scores_.data(), y.size());
-    return {count_correct<Net>(scores_.data(), labels), l * double(x.batch())};
+    return guarded("evaluation", [&] {
+      const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
+      const auto y = exec_.forward(ctx_, info, params_, upload(x));
+      const double l = loss_.forward(y, labels);
+      scores_.resize(y.size());
+      K::download(ctx_, y.data(), scores_.data(), y.size());
+      return std::pair<std::size_t, double>{count_correct<Net>(scores_.data(), labels), l * double(x.batch())};
+    });
   }
   /// The optimiser step on this replica's parameters with its (summed) gradients.
   void step() {
-    opt_.step(std::span<float>(params_.values.data(), params_.values.size()),
-              std::span<const float>(grads_.values.data(), grads_.values.size()));
+    guarded("the optimiser step", [&] {
+      opt_.step(std::span<float>(params_.values.data(), params_.values.size()),
+                std::span<const float>(grads_.values.data(), grads_.values.size()));
+    });
   }
   void zero_grad() { grads_.values.fill(0.f); }
   float* gradients() noexcept { return grads_.values.data(); }
@@ -112,14 +118,24 @@ class DeviceReplica {
   /// Parameters and optimiser state into the host copies, and back.
   template <class HostParams, class HostOpt>
   void to_host(HostParams& host, HostOpt& host_opt) {
-    state_to_host<Backend>(ctx_, params_, opt_, host, host_opt);
+    guarded("copying the model to the host", [&] { state_to_host<Backend>(ctx_, params_, opt_, host, host_opt); });
   }
   template <class HostParams, class HostOpt>
   void from_host(const HostParams& host, HostOpt& host_opt) {
-    state_to_device<Backend>(ctx_, host, host_opt, params_, opt_);
+    guarded("copying the model to the device", [&] { state_to_device<Backend>(ctx_, host, host_opt, params_, opt_); });
   }
 
  private:
+  /// f(), with the backend's own exceptions (Thrust's) turned into cohort errors naming `what`
+  /// and the device (the context's translate_errors).
+  template <class F>
+  decltype(auto) guarded(const char* what, F&& f) {
+    if constexpr (requires { ctx_.translate_errors(what, f); })
+      return ctx_.translate_errors(what, std::forward<F>(f));
+    else
+      return std::forward<F>(f)();
+  }
+
   ConstBatchView<typename Net::input_shape, float> upload(input_view x) {
     input_.resize(std::max(input_.size(), x.size()));
     K::upload(ctx_, x.data(), input_.data(), x.size());
