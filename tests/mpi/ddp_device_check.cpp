@@ -10,6 +10,10 @@
 //   mpirun -np N ddp_device_check resume
 //       model B (BatchNorm, SGD momentum): 5 steps, a checkpoint, a fresh trainer resumes and
 //       trains to 12; the weights equal a straight 12-step run bitwise, on every rank
+//   mpirun -np N ddp_device_check mixed
+//       MixedPrecision<fp16> (model C, Adam): every rank holds the same weights, loss scale and
+//       skipped-step count; an overflow in the last rank's batch alone skips the step on every
+//       rank; rank 0's weights stay close to one process's fp16 training on the global batch
 //
 // Exit status: 0 on success, 1 on a failed check, 3 when a cohort::Error was thrown.
 
@@ -103,6 +107,40 @@ int resume() {
   return failed | !same;
 }
 
+int mixed() {
+  const Bands data(128, 1);
+  const std::size_t global = 32, per_rank = global / std::size_t(world_size());
+  const Adam<> adam({.lr = 1e-3});
+  TrainerOptions o = options(per_rank);
+  o.loss_scale.growth_interval = 2; // the scale moves: all ranks must move it together
+  using M = MixedPrecision<fp16>;
+  Trainer<models::ModelC, Adam<>, ProcessGroupDDP<Mpi, ThrustDevice>, M> ddp(adam, o);
+  ddp.fit(data, 2);
+  const auto w = values(ddp.parameters());
+  int failed = check_identical("ddp_device_check", w);
+  auto& e = ddp.engine();
+  failed |= check_identical("ddp_device_check", {float(e.loss_scale()), float(e.skipped_steps())});
+  // An overflow in one rank's batch only: every rank must skip the step.
+  const std::size_t skipped = e.skipped_steps();
+  std::vector<float> batch(data.x.begin(), data.x.begin() + std::ptrdiff_t(per_rank * 784));
+  if (world_rank() == world_size() - 1) batch[7] = 1e6f; // infinite in fp16
+  e.step({batch.data(), per_rank}, std::span<const std::int32_t>(data.y.data(), per_rank), {.step = 1000});
+  if (e.skipped_steps() != skipped + 1 || values(ddp.parameters()) != w) {
+    std::fprintf(stderr, "ddp_device_check: rank %d did not skip the overflowing step\n", world_rank());
+    failed = 1;
+  }
+  if (world_rank() != 0) return failed;
+  TrainerOptions g = o;
+  g.batch_size = global;
+  Trainer<models::ModelC, Adam<>, SingleDevice<ThrustDevice>, M> one(adam, g);
+  one.fit(data, 2);
+  const double d = relative_difference(w, values(one.parameters()));
+  std::printf("%d device rank(s) in fp16 (loss scale %g, %zu steps skipped) vs 1 device: relative difference "
+              "%.3g (limit 2e-2)\n",
+              world_size(), e.loss_scale(), skipped, d);
+  return failed | !(d <= 2e-2);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +149,7 @@ int main(int argc, char** argv) {
   try {
     if (mode == "equivalence") return equivalence();
     if (mode == "resume") return resume();
+    if (mode == "mixed") return mixed();
     std::fprintf(stderr, "ddp_device_check: unknown mode \"%s\"\n", mode.c_str());
     return 2;
   } catch (const Error& e) {

@@ -1,7 +1,7 @@
 # Runs ddp_check under mpirun and checks what it must do (see ddp_check.cpp).
 #   cmake -DMPIEXEC=... -DEXE=ddp_check -DWORK=dir -DCASE=<case> -P run_ddp.cmake
 # Cases: equivalence, deterministic, tcp, resume, mismatch, kill, hang, environment, accumulate,
-# overflow; with EXE=ddp_device_check: device_equivalence, device_resume.
+# overflow; with EXE=ddp_device_check: device_equivalence, device_resume, device_mixed.
 # mpirun runs as root (CI containers) and with more ranks than cores: --allow-run-as-root
 # --oversubscribe. Every run has a wall-clock limit, so a hang fails the test instead of CI.
 
@@ -134,6 +134,9 @@ elseif(CASE STREQUAL "device_equivalence")
   endforeach()
 elseif(CASE STREQUAL "device_resume")
   run(2 rc out 300 -- resume)
+  expect_success("${rc}" "${out}")
+elseif(CASE STREQUAL "device_mixed")
+  run(2 rc out 300 -- mixed)
   expect_success("${rc}" "${out}")
 else()
   message(FATAL_ERROR "unknown CASE ${CASE}")

@@ -1,14 +1,17 @@
 #pragma once
 /// \file
 /// Element-wise ops on a device backend, as Thrust algorithms over host/device functors: ReLU,
-/// dropout masks, copies, the host <-> device copies engines use, and optimiser rules.
+/// dropout masks, copies, the host <-> device copies engines use, optimiser rules, and mixed
+/// precision's conversions and gradient check.
 
 #include <cstddef>
 #include <utility>
 
 #include <thrust/copy.h>
 #include <thrust/device_ptr.h>
+#include <thrust/functional.h>
 #include <thrust/transform.h>
+#include <thrust/transform_reduce.h>
 
 #include "cohort/backend/device/for_each_index.hpp"
 #include "cohort/backend/ops.hpp"
@@ -55,6 +58,18 @@ struct MaskMultiply {
     using A = accumulator_t<T>;
     y[i] = T(A(x[i]) * mask[i / unit_size]);
   }
+};
+template <class From, class To>
+struct Convert {
+  COHORT_HOST_DEVICE To operator()(From x) const { return To(x); }
+};
+/// inf or NaN (x - x is 0 for every finite x, NaN otherwise; no <cmath> needed in device code).
+struct NonFinite {
+  COHORT_HOST_DEVICE bool operator()(float x) const { return !(x - x == 0.f); }
+};
+struct ScaleBy {
+  float factor;
+  COHORT_HOST_DEVICE float operator()(float x) const { return x * factor; }
 };
 /// An optimiser's element rule at index i, with K state arrays.
 template <class Rule, class T, std::size_t K>
@@ -117,6 +132,20 @@ struct ElementwiseKernels {
   template <class Rule, class T, class... State>
   static void apply_rule(context& ctx, const Rule& rule, std::size_t n, T* p, const T* g, State*... state) {
     for_each_index(ctx.policy(), n, detail::ApplyRule<Rule, T, sizeof...(State)>{rule, p, g, {state...}});
+  }
+
+  /// y[i] = To(x[i]): float <-> half / bfloat16 (round to nearest even), for mixed precision.
+  template <class From, class To>
+  static void convert(context& ctx, const From* x, To* y, std::size_t n) {
+    thrust::transform(ctx.policy(), x, x + n, y, detail::Convert<From, To>{});
+  }
+  /// Mixed precision before an optimiser step: false when g holds an inf or NaN (the step is
+  /// skipped), else g *= factor (the loss scale undone) and true.
+  static bool unscale_if_finite(context& ctx, float* g, std::size_t n, float factor) {
+    if (thrust::transform_reduce(ctx.policy(), g, g + n, detail::NonFinite{}, false, thrust::logical_or<bool>{}))
+      return false;
+    thrust::transform(ctx.policy(), g, g + n, g, detail::ScaleBy{factor});
+    return true;
   }
 
   template <class T>

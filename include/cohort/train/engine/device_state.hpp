@@ -2,13 +2,13 @@
 /// \file
 /// What the device engines share: one device's replica (its stores, executor, loss and
 /// optimiser, and a step on them), moving parameters and optimiser state between a device and
-/// their host copies (what checkpoints read and write), and the precision hooks of full
-/// precision.
+/// their host copies (what checkpoints read and write), and the precision hooks.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -16,7 +16,9 @@
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
 #include "cohort/train/checkpoint.hpp"
+#include "cohort/train/engine/device_precision.hpp"
 #include "cohort/train/engine/engine.hpp"
+#include "cohort/train/engine/precision_state.hpp"
 
 namespace cohort::detail {
 
@@ -62,32 +64,39 @@ inline constexpr bool has_device_optimizer = requires {
   typename Opt::template rebind_backend<Backend>;
 };
 
-/// Everything one device holds for a device engine: parameters, gradients, executor, loss, the
-/// batch buffer and the optimiser (Opt on `Backend`), with the context they run in. Construct it
-/// with its device current (the members allocate there).
-template <class Net, class Backend, class Opt>
+/// Everything one device holds for a device engine: the float master parameters, gradients,
+/// executor, loss, the batch buffer, the optimiser (Opt on `Backend`) and the precision state
+/// (DevicePrecision: under MixedPrecision the 16-bit compute copy and the loss scaler), with
+/// the context they run in. Construct it with its device current (the members allocate there).
+template <class Net, class Backend, class Opt, class Precision = FullPrecision>
 class DeviceReplica {
   using K = ops::ElementwiseKernels<Backend>;
+  using precision_type = DevicePrecision<Precision, Net, Backend>;
+  using compute_type = typename precision_type::compute_type;
 
  public:
   using context = typename Backend::context;
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
-  DeviceReplica(const Opt& opt, const context& ctx) : ctx_(ctx), opt_(opt.options()) {
+  DeviceReplica(const Opt& opt, const context& ctx, const LossScaleOptions& scaling = {})
+      : ctx_(ctx), prec_(scaling), opt_(opt.options()) {
     opt_.set_context(ctx_);
     loss_.set_context(ctx_);
   }
 
   /// Forward, loss and backward on the host batch `x`; parameter gradients written into (or with
-  /// `accumulate` added to) this replica's, scaled by `grad_scale`; `hook(layer)` as each
-  /// layer's gradients are final (see Executor::backward). Returns the mean loss.
+  /// `accumulate` added to) this replica's, scaled by `grad_scale` (and the loss scale);
+  /// `hook(layer)` as each layer's gradients are final (see Executor::backward). Returns the
+  /// mean loss.
   template <class Hook = NoHook>
   double train(const StepInfo& info, input_view x, std::span<const std::int32_t> labels, double grad_scale,
                bool accumulate, Hook&& hook = {}) {
     return guarded("the training step", [&] {
-      const auto y = exec_.forward(ctx_, info, params_, upload(x));
-      const double l = loss_.forward(y, labels, grad_scale);
-      exec_.backward(ctx_, params_, grads_, loss_.backward(), {.accumulate = accumulate}, hook);
+      auto& p = prec_.compute(params_);
+      const float* master = prec_.master_values(params_);
+      const auto y = exec_.forward(ctx_, info, p, upload(x), master);
+      const double l = loss_.forward(y, labels, grad_scale * prec_.loss_factor());
+      exec_.backward(ctx_, p, grads_, loss_.backward(), {.accumulate = accumulate}, hook, master);
       return l;
     });
   }
@@ -95,34 +104,59 @@ class DeviceReplica {
   std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels, std::uint64_t seed) {
     return guarded("evaluation", [&] {
       const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
-      const auto y = exec_.forward(ctx_, info, params_, upload(x));
+      const auto y = exec_.forward(ctx_, info, prec_.compute(params_), upload(x), prec_.master_values(params_));
       const double l = loss_.forward(y, labels);
       scores_.resize(y.size());
-      K::download(ctx_, y.data(), scores_.data(), y.size());
+      if constexpr (std::is_same_v<compute_type, float>) {
+        K::download(ctx_, y.data(), scores_.data(), y.size());
+      } else {
+        scores_float_.resize(std::max(scores_float_.size(), y.size()));
+        K::convert(ctx_, y.data(), scores_float_.data(), y.size());
+        K::download(ctx_, scores_float_.data(), scores_.data(), y.size());
+      }
       return std::pair<std::size_t, double>{count_correct<Net>(scores_.data(), labels), l * double(x.batch())};
     });
   }
-  /// The optimiser step on this replica's parameters with its (summed) gradients.
-  void step() {
-    guarded("the optimiser step", [&] {
+  /// The optimiser step on this replica's parameters with its (summed) gradients; false when
+  /// mixed precision skips it (inf/NaN gradients under fp16 loss scaling).
+  bool step() {
+    return guarded("the optimiser step", [&] {
+      if (!prec_.prepare_step(ctx_, grads_.values.data(), grads_.values.size())) return false;
       opt_.step(std::span<float>(params_.values.data(), params_.values.size()),
                 std::span<const float>(grads_.values.data(), grads_.values.size()));
+      prec_.after_step(ctx_, params_);
+      return true;
     });
   }
   void zero_grad() { grads_.values.fill(0.f); }
   float* gradients() noexcept { return grads_.values.data(); }
   std::size_t size() const noexcept { return params_.values.size(); }
-  Parameters<Net, float, Backend>& parameters() noexcept { return params_; }
   context& ctx() noexcept { return ctx_; }
+  precision_type& precision() noexcept { return prec_; }
 
-  /// Parameters and optimiser state into the host copies, and back.
+  /// Parameters and optimiser state into the host copies (the live running statistics
+  /// included), and back.
   template <class HostParams, class HostOpt>
   void to_host(HostParams& host, HostOpt& host_opt) {
-    guarded("copying the model to the host", [&] { state_to_host<Backend>(ctx_, params_, opt_, host, host_opt); });
+    guarded("copying the model to the host", [&] {
+      prec_.before_save(ctx_, params_);
+      state_to_host<Backend>(ctx_, params_, opt_, host, host_opt);
+    });
   }
   template <class HostParams, class HostOpt>
   void from_host(const HostParams& host, HostOpt& host_opt) {
-    guarded("copying the model to the device", [&] { state_to_device<Backend>(ctx_, host, host_opt, params_, opt_); });
+    guarded("copying the model to the device", [&] {
+      state_to_device<Backend>(ctx_, host, host_opt, params_, opt_);
+      prec_.after_load(ctx_, params_);
+    });
+  }
+  /// The host parameters and statistics (not the optimiser state) onto the device.
+  template <class HostParams>
+  void load_parameters(const HostParams& host) {
+    guarded("copying the parameters to the device", [&] {
+      params_.copy_from(host);
+      prec_.after_load(ctx_, params_);
+    });
   }
 
  private:
@@ -136,29 +170,47 @@ class DeviceReplica {
       return std::forward<F>(f)();
   }
 
-  ConstBatchView<typename Net::input_shape, float> upload(input_view x) {
+  /// The host batch on the device, in the compute type.
+  ConstBatchView<typename Net::input_shape, compute_type> upload(input_view x) {
     input_.resize(std::max(input_.size(), x.size()));
     K::upload(ctx_, x.data(), input_.data(), x.size());
-    return {input_.data(), x.batch()};
+    if constexpr (std::is_same_v<compute_type, float>) {
+      return {input_.data(), x.batch()};
+    } else {
+      input_compute_.resize(std::max(input_compute_.size(), x.size()));
+      K::convert(ctx_, input_.data(), input_compute_.data(), x.size());
+      return {input_compute_.data(), x.batch()};
+    }
   }
 
   context ctx_;
-  Parameters<Net, float, Backend> params_;
-  Gradients<Net, float, Backend> grads_;
-  Executor<Net, float, Backend> exec_;
-  default_loss_t<Net, float, Backend> loss_;
+  Parameters<Net, float, Backend> params_; // the master (what the optimiser updates)
+  precision_type prec_;
+  Gradients<Net, compute_type, Backend> grads_; // float
+  Executor<Net, compute_type, Backend> exec_;
+  default_loss_t<Net, compute_type, Backend> loss_;
   typename Backend::template buffer<float> input_;
+  typename Backend::template buffer<compute_type> input_compute_; // mixed precision only
+  typename Backend::template buffer<float> scores_float_;         // mixed precision only
   std::vector<float> scores_;
   typename device_optimizer<Opt, Backend>::type opt_;
 };
 
-/// The Trainer's precision hooks for engines that only run FullPrecision (nothing to convert,
-/// scale or save besides the parameters).
-struct FullPrecisionHooks {
-  void export_state(TrainerState&) {}
-  void import_state(const TrainerState&) {}
-  std::uint64_t skipped_steps() { return 0; }
-  double loss_scale() { return 0; }
+/// The Trainer's precision hooks for the device engines: the state of replica 0's precision
+/// (every replica and rank takes the same loss-scaling decisions), restored into every replica.
+/// Derived provides first_replica() and for_each_replica(f).
+template <class Derived>
+struct DevicePrecisionHooks {
+  void export_state(TrainerState& s) { self().first_replica().precision().export_state(s); }
+  void import_state(const TrainerState& s) {
+    self().for_each_replica([&](auto& d) { d.precision().import_state(s); });
+  }
+  /// fp16: optimiser steps skipped on inf/NaN gradients so far, and the current loss scale.
+  std::uint64_t skipped_steps() { return self().first_replica().precision().skipped_steps(); }
+  double loss_scale() { return self().first_replica().precision().scale(); }
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
 };
 
 } // namespace cohort::detail

@@ -77,7 +77,7 @@ class TrainEngine {
   static_assert(dependent_false<Parallel>,
                 "Trainer: this combination of parallel and precision policies is not available (policies live in "
                 "cohort/parallel/ and cohort/precision/; ProcessGroupDDP<Mpi> needs #include <cohort/mpi.hpp> and "
-                "the cohort::mpi CMake target; on a device backend every policy takes FullPrecision only)");
+                "the cohort::mpi CMake target)");
 };
 
 /// The collective operations of an engine whose replicas live in one process: nothing to agree

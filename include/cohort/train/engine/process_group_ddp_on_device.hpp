@@ -13,7 +13,8 @@
 /// Each gradient bucket (`options.parallel.bucket_kib`) is all-reduced as soon as backward has
 /// produced it, overlapping the rest of backward (on NCCL: on a communication stream of the GPU).
 /// The device is `options.parallel.device` + the rank's local rank on its node (MPI's shared-
-/// memory split), as seed 002's `rank = node * gpus + local_rank`. Full precision only.
+/// memory split), as seed 002's `rank = node * gpus + local_rank`. Under MixedPrecision each rank
+/// computes with its 16-bit copy and checks the same summed gradients (all skip together).
 
 #include <algorithm>
 #include <cstddef>
@@ -33,7 +34,6 @@
 #include "cohort/parallel/mpi_communicator.hpp"
 #include "cohort/parallel/process_group_ddp.hpp"
 #include "cohort/parallel/signature.hpp"
-#include "cohort/precision/full_precision.hpp"
 #include "cohort/train/engine/device_state.hpp"
 #include "cohort/train/engine/engine.hpp"
 #include "cohort/train/engine/process_group_ddp.hpp"
@@ -127,9 +127,10 @@ class RankAllReduce {
 
 namespace cohort::detail {
 
-template <class Comm, class Backend, class Net, class Opt>
-requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, Backend>, FullPrecision, Net, Opt>
-    : public FullPrecisionHooks {
+template <class Comm, class Backend, class Precision, class Net, class Opt>
+requires(!host_memory_backend<Backend> &&
+         known_precision<Precision>) class TrainEngine<ProcessGroupDDP<Comm, Backend>, Precision, Net, Opt>
+    : public DevicePrecisionHooks<TrainEngine<ProcessGroupDDP<Comm, Backend>, Precision, Net, Opt>> {
   static_assert(has_device_optimizer<Opt, Backend>,
                 "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
                 "rebind_backend; OptimizerVariant is host-only)");
@@ -150,14 +151,14 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, 
       throw ValueError("ProcessGroupDDP on a device backend: deterministic mode is not implemented");
     std::vector<std::string> lines = network_signature<Net>();
     lines.push_back(concat("parallel: ProcessGroupDDP<", Comm::name, ", ", Backend::name, ">"));
-    lines.push_back("precision: FullPrecision");
+    lines.push_back(concat("precision: ", Precision::name));
     lines.push_back(concat("optimizer: ", optimizer_name(opt_)));
     lines.insert(lines.end(), o.agreement.begin(), o.agreement.end());
     agree_across_ranks(comm_, lines);
     context ctx{};
     if constexpr (requires { ctx.device; }) ctx.device = o.parallel.device + comm_.local_rank();
     if constexpr (requires { ctx.activate(); }) ctx.activate(); // before anything allocates on the device
-    dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt>>(opt_, ctx);
+    dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt, Precision>>(opt_, ctx, o.loss_scale);
     if (o.parallel.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
     reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(comm_, dev_->ctx(),
                                                                      plan_buckets<Net>(o.parallel.bucket_kib * 1024));
@@ -211,7 +212,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, 
   void sync_buffers() {
     download();
     broadcast_buffers(comm_, host_);
-    dev_->parameters().copy_from(host_);
+    dev_->load_parameters(host_);
   }
   /// Rank 0's error (if any), else its trainer state, parameters and optimiser state.
   template <class State>
@@ -229,6 +230,12 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, 
   }
 
  private:
+  friend struct DevicePrecisionHooks<TrainEngine>;
+  DeviceReplica<Net, Backend, Opt, Precision>& first_replica() noexcept { return *dev_; }
+  template <class F>
+  void for_each_replica(F&& f) {
+    f(*dev_);
+  }
   void download() {
     dev_->to_host(host_, opt_);
     host_stale_ = false;
@@ -244,7 +251,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ProcessGroupDDP<Comm, 
   std::size_t rank_ = 0, world_ = 1;
   params_type host_;
   Opt opt_;
-  std::unique_ptr<DeviceReplica<Net, Backend, Opt>> dev_;
+  std::unique_ptr<DeviceReplica<Net, Backend, Opt, Precision>> dev_;
   std::unique_ptr<device::RankAllReduce<Comm, Backend>> reduce_;
   std::vector<std::size_t> bucket_of_layer_;
   bool host_stale_ = false;

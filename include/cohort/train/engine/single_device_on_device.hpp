@@ -9,8 +9,8 @@
 ///
 /// The Trainer's `parameters()` and `optimizer()` are host copies (what checkpoints read and
 /// write): they are refreshed from the device when accessed after training, and a load reaches
-/// the device through after_load(). Full precision only (mixed precision on a device backend
-/// is not implemented).
+/// the device through after_load(). Under MixedPrecision<fp16|bf16> a 16-bit copy of the
+/// weights computes on the device (train/engine/device_precision.hpp).
 
 #include <algorithm>
 #include <cstddef>
@@ -25,16 +25,16 @@
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
 #include "cohort/parallel/single_device.hpp"
-#include "cohort/precision/full_precision.hpp"
 #include "cohort/train/checkpoint.hpp"
 #include "cohort/train/engine/device_state.hpp"
 #include "cohort/train/engine/engine.hpp"
 
 namespace cohort::detail {
 
-template <class Backend, class Net, class Opt>
-requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>, FullPrecision, Net, Opt>
-    : public LocalCollectives, public FullPrecisionHooks {
+template <class Backend, class Precision, class Net, class Opt>
+requires(!host_memory_backend<Backend> &&
+         known_precision<Precision>) class TrainEngine<SingleDevice<Backend>, Precision, Net, Opt>
+    : public LocalCollectives, public DevicePrecisionHooks<TrainEngine<SingleDevice<Backend>, Precision, Net, Opt>> {
   static_assert(has_device_optimizer<Opt, Backend>,
                 "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
                 "rebind_backend; OptimizerVariant is host-only)");
@@ -46,8 +46,8 @@ requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>,
   TrainEngine(Opt opt, const EngineOptions& o)
       : seed_(o.seed), host_(initialized_parameters<params_type>(o.seed)), opt_(std::move(opt)),
         // The context first makes the device current: the replica's members allocate on it.
-        replica_(opt_, make_context(o.parallel.device)) {
-    replica_.parameters().copy_from(host_);
+        replica_(opt_, make_context(o.parallel.device), o.loss_scale) {
+    replica_.load_parameters(host_);
   }
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
@@ -79,7 +79,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>,
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
   typename Backend::context& context() noexcept { return replica_.ctx(); }
 
-  // The Trainer's precision hooks (full precision: only the host/device copies matter).
+  // The Trainer's hooks around checkpoints (the precision state's are in DevicePrecisionHooks).
   void before_save() {
     if (host_stale_) download();
   }
@@ -100,11 +100,17 @@ requires(!host_memory_backend<Backend>) class TrainEngine<SingleDevice<Backend>,
     replica_.to_host(host_, opt_);
     host_stale_ = false;
   }
+  friend struct DevicePrecisionHooks<TrainEngine>;
+  DeviceReplica<Net, Backend, Opt, Precision>& first_replica() noexcept { return replica_; }
+  template <class F>
+  void for_each_replica(F&& f) {
+    f(replica_);
+  }
 
   std::uint64_t seed_;
   params_type host_;
   Opt opt_;
-  DeviceReplica<Net, Backend, Opt> replica_;
+  DeviceReplica<Net, Backend, Opt, Precision> replica_;
   bool host_stale_ = false;
 };
 

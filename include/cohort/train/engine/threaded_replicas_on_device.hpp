@@ -14,7 +14,8 @@
 /// last replica to finish the bucket for ThrustDevice, an NCCL all-reduce on a communication
 /// stream per GPU for Cuda); then every replica applies the same optimiser step to its own copy,
 /// so the copies stay identical. Only replica 0 moves BatchNorm's running statistics; sync_buffers
-/// (before evaluation and saving) copies them to the others. Full precision only.
+/// (before evaluation and saving) copies them to the others. Under MixedPrecision every replica
+/// computes with its 16-bit copy and checks the same summed gradients.
 
 #include <algorithm>
 #include <cstddef>
@@ -29,7 +30,6 @@
 #include "cohort/network/parameters.hpp"
 #include "cohort/parallel/gradient_buckets.hpp"
 #include "cohort/parallel/threaded_replicas.hpp"
-#include "cohort/precision/full_precision.hpp"
 #include "cohort/train/checkpoint.hpp"
 #include "cohort/train/engine/device_state.hpp"
 #include "cohort/train/engine/engine.hpp"
@@ -43,14 +43,16 @@ class ReplicaAllReduce;
 
 namespace cohort::detail {
 
-template <std::size_t N, class Backend, class Net, class Opt>
-requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Backend>, FullPrecision, Net, Opt>
-    : public LocalCollectives, public FullPrecisionHooks {
+template <std::size_t N, class Backend, class Precision, class Net, class Opt>
+requires(!host_memory_backend<Backend> &&
+         known_precision<Precision>) class TrainEngine<ThreadedReplicas<N, Backend>, Precision, Net, Opt>
+    : public LocalCollectives,
+      public DevicePrecisionHooks<TrainEngine<ThreadedReplicas<N, Backend>, Precision, Net, Opt>> {
   static_assert(has_device_optimizer<Opt, Backend>,
                 "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
                 "rebind_backend; OptimizerVariant is host-only)");
   using context = typename Backend::context;
-  using replica_type = DeviceReplica<Net, Backend, Opt>;
+  using replica_type = DeviceReplica<Net, Backend, Opt, Precision>;
   static constexpr std::size_t in_size = Net::input_shape::size;
 
  public:
@@ -66,9 +68,11 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Ba
       if constexpr (requires { ctx[r].device; }) ctx[r].device = o.parallel.device + int(r);
     on_threads([&](std::size_t r) { // allocate on the replica's own device
       activate(ctx[r]);
-      replicas_[r] = std::make_unique<replica_type>(opt_, ctx[r]);
-      replicas_[r]->parameters().copy_from(host_);
+      replicas_[r] = std::make_unique<replica_type>(opt_, ctx[r], o.loss_scale);
+      replicas_[r]->load_parameters(host_);
     });
+    if (o.parallel.deterministic)
+      throw ValueError("ThreadedReplicas on a device backend: deterministic mode is not implemented");
     if (o.parallel.bucket_kib == 0) throw ValueError("ThreadedReplicas: bucket_kib must be at least 1");
     reduce_ = std::make_unique<device::ReplicaAllReduce<Backend>>(std::span<context>(ctx),
                                                                   plan_buckets<Net>(o.parallel.bucket_kib * 1024));
@@ -131,7 +135,7 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Ba
     if (n_ < 2) return;
     download();
     on_each([&](std::size_t r, replica_type& d) {
-      if (r > 0) d.parameters().copy_from(host_);
+      if (r > 0) d.load_parameters(host_);
     });
   }
 
@@ -173,6 +177,12 @@ requires(!host_memory_backend<Backend>) class TrainEngine<ThreadedReplicas<N, Ba
   }
   static void activate(context& c) {
     if constexpr (requires { c.activate(); }) c.activate(); // e.g. cudaSetDevice
+  }
+  friend struct DevicePrecisionHooks<TrainEngine>;
+  replica_type& first_replica() noexcept { return *replicas_[0]; }
+  template <class F>
+  void for_each_replica(F&& f) {
+    for (auto& d : replicas_) f(*d);
   }
   /// Replica 0's parameters, statistics and optimiser state into the host copies.
   void download() {
