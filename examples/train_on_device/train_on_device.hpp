@@ -3,6 +3,10 @@
 // CPU's cores through Thrust's OpenMP system (main_omp.cpp, SingleDevice<ThrustDevice>).
 //
 //     train_on_device_cuda [--data-dir DIR] [--epochs N] [--batch-size N] [--max-steps N] [--device I]
+//                          [--precision fp32|fp16|bf16]
+//
+// --precision fp16 is seed 004's Apex O2 (16-bit weights and activations, float master weights,
+// dynamic loss scaling); bf16 needs no loss scaling.
 #pragma once
 
 #include <cstdio>
@@ -17,6 +21,7 @@ struct DeviceTrainOptions {
   std::string data_dir = cohort::default_data_dir.string();
   std::size_t epochs = 1, batch_size = 128, max_steps = 0;
   int device = 0;
+  std::string precision = "fp32";
 };
 
 /// Parses the few flags above; exits with a message on anything else.
@@ -44,8 +49,14 @@ inline DeviceTrainOptions parse_device_train_options(int argc, char** argv) {
       o.max_steps = number("--max-steps");
     } else if (a == "--device") {
       o.device = int(number("--device"));
+    } else if (a == "--precision" && v &&
+               (std::string_view(v) == "fp32" || std::string_view(v) == "fp16" || std::string_view(v) == "bf16")) {
+      o.precision = v;
+      ++i;
     } else {
-      std::fprintf(stderr, "usage: %s [--data-dir DIR] [--epochs N] [--batch-size N] [--max-steps N] [--device I]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--data-dir DIR] [--epochs N] [--batch-size N] [--max-steps N] [--device I] "
+                   "[--precision fp32|fp16|bf16]\n",
                    argv[0]);
       std::exit(2);
     }
@@ -53,8 +64,8 @@ inline DeviceTrainOptions parse_device_train_options(int argc, char** argv) {
   return o;
 }
 
-template <class Backend>
-int train_on_device(const DeviceTrainOptions& o) {
+template <class Backend, class Precision>
+int train_on_device_in(const DeviceTrainOptions& o) {
   using namespace cohort;
   using Net = models::ModelA;
   using Data = ImageDataset<Net::input_shape>;
@@ -67,11 +78,20 @@ int train_on_device(const DeviceTrainOptions& o) {
   to.batch_size = o.batch_size;
   to.max_steps = o.max_steps;
   to.parallel.device = o.device;
-  Trainer<Net, Adadelta<>, SingleDevice<Backend>> trainer(Adadelta({.lr = 0.5}), to);
-  std::printf("model A on %s (device %d): %zu training and %zu test images, batch %zu\n", Backend::name, o.device,
-              train_set.size(), test_set.size(), o.batch_size);
+  Trainer<Net, Adadelta<>, SingleDevice<Backend>, Precision> trainer(Adadelta({.lr = 0.5}), to);
+  std::printf("model A on %s (device %d, %s): %zu training and %zu test images, batch %zu\n", Backend::name, o.device,
+              o.precision.c_str(), train_set.size(), test_set.size(), o.batch_size);
   const auto history = trainer.fit(train_set, o.epochs, &test_set);
   if (!history.empty() && history.back().test_accuracy)
     std::printf("test accuracy: %.2f%%\n", *history.back().test_accuracy);
   return 0;
+}
+
+/// The run in the precision --precision names (one trainer instantiation each).
+template <class Backend>
+int train_on_device(const DeviceTrainOptions& o) {
+  using namespace cohort;
+  if (o.precision == "fp16") return train_on_device_in<Backend, MixedPrecision<fp16>>(o);
+  if (o.precision == "bf16") return train_on_device_in<Backend, MixedPrecision<bf16>>(o);
+  return train_on_device_in<Backend, FullPrecision>(o);
 }
