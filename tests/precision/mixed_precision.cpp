@@ -17,6 +17,7 @@
 
 #include "support/bands.hpp"
 #include "support/compare.hpp"
+#include "support/overflow_cases.hpp"
 
 using namespace cohort;
 namespace fs = std::filesystem;
@@ -188,32 +189,12 @@ TEST_CASE("LossScaler: GradScaler's defaults and updates, plus the floor and the
 }
 
 TEST_CASE("MixedPrecision<fp16>: a step with inf gradients is skipped (weights and optimiser untouched)") {
-  const Bands data(64, 1);
-  EngineOptions o{.seed = 2};
-  o.loss_scale.max_consecutive_skips = 0;
   SUBCASE("SingleDevice") {
-    EngineOf<SingleDevice<>, MixedPrecision<fp16>, models::ModelC, Adam<>> e(Adam({.lr = 1e-3}), o);
-    e.step({data.image(0), 16}, std::span<const std::int32_t>(data.y.data(), 16), {});
-    const std::vector<float> before(e.parameters().values.begin(), e.parameters().values.end());
-    const auto steps = e.optimizer().steps();
-    std::vector<float> poisoned(data.x.begin(), data.x.begin() + 16 * 784);
-    poisoned[100] = 1e6f; // infinite in fp16: the forward overflows, the gradients are inf/NaN
-    e.step({poisoned.data(), 16}, std::span<const std::int32_t>(data.y.data(), 16), {.step = 1, .forward_pass = 1});
-    CHECK(std::equal(before.begin(), before.end(), e.parameters().values.begin()));
-    CHECK(e.optimizer().steps() == steps);
-    CHECK(e.skipped_steps() == 1);
-    CHECK(e.loss_scale() == 32768.0);
-    e.step({data.image(16), 16}, std::span<const std::int32_t>(data.y.data() + 16, 16), {.step = 2, .forward_pass = 2});
-    CHECK(e.optimizer().steps() == steps + 1);
+    test::check_overflow_skips_step<EngineOf<SingleDevice<>, MixedPrecision<fp16>, models::ModelC, Adam<>>>();
   }
   SUBCASE("ThreadedReplicas<2>: the overflow in one replica's shard stops both") {
-    EngineOf<ThreadedReplicas<2>, MixedPrecision<fp16>, models::ModelC, Adam<>> e(Adam({.lr = 1e-3}), o);
-    std::vector<float> poisoned(data.x.begin(), data.x.begin() + 16 * 784);
-    poisoned[12 * 784 + 5] = -1e6f; // sample 12: replica 1's shard
-    e.step({poisoned.data(), 16}, std::span<const std::int32_t>(data.y.data(), 16), {});
-    CHECK(e.optimizer().steps() == 0);
-    CHECK(e.skipped_steps() == 1);
-    CHECK(e.loss_scale() == 32768.0);
+    test::check_overflow_in_one_shard_skips_all<
+        EngineOf<ThreadedReplicas<2>, MixedPrecision<fp16>, models::ModelC, Adam<>>>();
   }
 }
 

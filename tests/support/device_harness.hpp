@@ -16,6 +16,18 @@
 #include "support/fixtures.hpp"
 #include "support/layer_harness.hpp"
 
+// A GPU build defines COHORT_TEST_DEVICE_COUNT (visible GPUs) before including the cases:
+// cases needing more devices skip with a message.
+#if defined(COHORT_TEST_DEVICE_COUNT)
+#define COHORT_REQUIRE_DEVICES(n)                                                                                      \
+  if (COHORT_TEST_DEVICE_COUNT < (n)) {                                                                                \
+    MESSAGE("skipped: needs " << (n) << " devices");                                                                   \
+    return;                                                                                                            \
+  }
+#else
+#define COHORT_REQUIRE_DEVICES(n)
+#endif
+
 namespace cohort::test {
 
 /// A host network holding a device network's parameters, statistics and gradients, so the

@@ -249,6 +249,7 @@ class Trainer {
         *opt_.log << line << std::flush;
       }
     }
+    stop_prefetch(); // a batch gathered ahead past max_steps must not race evaluate's gather
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.samples_per_s = r.seconds > 0 ? double(r.samples) / r.seconds : 0;
     r.train_loss = r.steps ? loss_sum / double(r.steps) : 0;
@@ -409,14 +410,16 @@ class Trainer {
     return slot;
   }
 
-  /// Lets the batch being gathered finish (its error, if any, no longer matters) when an epoch
-  /// ends, normally or by an exception: the job reads the epoch's order and training set.
+  /// Lets the batch being gathered finish (its error, if any, no longer matters): the job reads
+  /// the epoch's order and training set, and writes a staging slot.
+  void stop_prefetch() noexcept {
+    prefetcher_.drain();
+    prefetched_ = no_batch;
+  }
+  /// stop_prefetch() when an epoch ends by an exception too.
   struct PrefetchScope {
     Trainer& t;
-    ~PrefetchScope() {
-      t.prefetcher_.drain();
-      t.prefetched_ = no_batch;
-    }
+    ~PrefetchScope() { t.stop_prefetch(); }
   };
 
   void record(const EpochReport& r) {

@@ -15,6 +15,7 @@
 
 #include "support/bands.hpp"
 #include "support/device_harness.hpp"
+#include "support/overflow_cases.hpp"
 
 using namespace cohort;
 using namespace cohort::test;
@@ -80,50 +81,16 @@ TEST_CASE("device mixed precision: bf16 and fp16 trainers follow the CPU's and m
 }
 
 TEST_CASE("device mixed precision: an fp16 overflow skips the step, weights and optimiser untouched") {
-  const Bands data(64, 1);
-  EngineOptions o{.seed = 2};
-  o.loss_scale.max_consecutive_skips = 0;
-  DeviceEngine<SingleDevice<Dev>, MixedPrecision<fp16>, models::ModelC, Adam<>> e(Adam({.lr = 1e-3}), o);
-  e.step({data.image(0), 16}, std::span<const std::int32_t>(data.y.data(), 16), {});
-  const std::vector<float> before(e.parameters().values.begin(), e.parameters().values.end());
-  const auto steps = e.optimizer().steps();
-  std::vector<float> poisoned(data.x.begin(), data.x.begin() + 16 * 784);
-  poisoned[100] = 1e6f; // infinite in fp16: the forward overflows, the gradients are inf/NaN
-  e.step({poisoned.data(), 16}, std::span<const std::int32_t>(data.y.data(), 16), {.step = 1, .forward_pass = 1});
-  CHECK(std::equal(before.begin(), before.end(), e.parameters().values.begin()));
-  CHECK(e.optimizer().steps() == steps);
-  CHECK(e.skipped_steps() == 1);
-  CHECK(e.loss_scale() == 32768.0);
-  e.step({data.image(16), 16}, std::span<const std::int32_t>(data.y.data() + 16, 16), {.step = 2, .forward_pass = 2});
-  CHECK(e.optimizer().steps() == steps + 1);
-  CHECK_FALSE(std::equal(before.begin(), before.end(), e.parameters().values.begin()));
+  check_overflow_skips_step<DeviceEngine<SingleDevice<Dev>, MixedPrecision<fp16>, models::ModelC, Adam<>>>();
 }
-
-#if defined(COHORT_TEST_DEVICE_COUNT)
-#define COHORT_MIXED_REQUIRE_DEVICES(n)                                                                                \
-  if (COHORT_TEST_DEVICE_COUNT < (n)) {                                                                                \
-    MESSAGE("skipped: needs " << (n) << " devices");                                                                   \
-    return;                                                                                                            \
-  }
-#else
-#define COHORT_MIXED_REQUIRE_DEVICES(n)
-#endif
 
 // The replica case needs the backend's replica all-reduce (NCCL on Cuda): the plain CUDA file
 // defines COHORT_MIXED_WITHOUT_REPLICAS.
 #if !defined(COHORT_MIXED_WITHOUT_REPLICAS)
 TEST_CASE("device mixed precision: an fp16 overflow in one replica's shard skips the step on both") {
-  COHORT_MIXED_REQUIRE_DEVICES(2)
-  const Bands data(64, 1);
-  EngineOptions o{.seed = 2};
-  o.loss_scale.max_consecutive_skips = 0;
-  DeviceEngine<ThreadedReplicas<2, Dev>, MixedPrecision<fp16>, models::ModelC, Adam<>> e(Adam({.lr = 1e-3}), o);
-  std::vector<float> poisoned(data.x.begin(), data.x.begin() + 16 * 784);
-  poisoned[12 * 784 + 5] = -1e6f; // sample 12: replica 1's shard
-  e.step({poisoned.data(), 16}, std::span<const std::int32_t>(data.y.data(), 16), {});
-  CHECK(e.optimizer().steps() == 0);
-  CHECK(e.skipped_steps() == 1);
-  CHECK(e.loss_scale() == 32768.0);
+  COHORT_REQUIRE_DEVICES(2)
+  check_overflow_in_one_shard_skips_all<
+      DeviceEngine<ThreadedReplicas<2, Dev>, MixedPrecision<fp16>, models::ModelC, Adam<>>>();
 }
 #endif
 

@@ -44,17 +44,6 @@ std::vector<float> replica_weights(Opt opt, const Bands& data, std::uint64_t ste
 }
 } // namespace
 
-// A GPU build defines COHORT_TEST_DEVICE_COUNT (visible GPUs): cases needing more skip.
-#if defined(COHORT_TEST_DEVICE_COUNT)
-#define COHORT_REQUIRE_DEVICES(n)                                                                                      \
-  if (COHORT_TEST_DEVICE_COUNT < (n)) {                                                                                \
-    MESSAGE("skipped: needs " << (n) << " devices");                                                                   \
-    return;                                                                                                            \
-  }
-#else
-#define COHORT_REQUIRE_DEVICES(n)
-#endif
-
 TEST_CASE("device replicas: ThreadedReplicas on the device trains like the CPU's and resumes exactly") {
   COHORT_REQUIRE_DEVICES(3)
   const Bands data(100, 1); // batches of 24 and a last one of 4: uneven shards

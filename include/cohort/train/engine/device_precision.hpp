@@ -18,6 +18,7 @@
 #include "cohort/precision/full_precision.hpp"
 #include "cohort/precision/mixed_precision.hpp"
 #include "cohort/train/checkpoint.hpp"
+#include "cohort/train/engine/precision_state.hpp"
 
 namespace cohort::detail {
 
@@ -54,27 +55,21 @@ class DevicePrecision<FullPrecision, Net, Backend> {
 
 /// 16-bit weights for forward and backward, float master weights and gradients.
 template <class Net, class Backend, class H, class S>
-class DevicePrecision<MixedPrecision<H, S>, Net, Backend> {
+class DevicePrecision<MixedPrecision<H, S>, Net, Backend> : public LossScaling<MixedPrecision<H, S>::scales_loss> {
   using K = ops::ElementwiseKernels<Backend>;
+  using scaling = LossScaling<MixedPrecision<H, S>::scales_loss>;
+  using scaling::scaler_;
 
  public:
   using compute_type = H;
   using master_type = Parameters<Net, float, Backend>;
-  static constexpr bool scaled = MixedPrecision<H, S>::scales_loss;
+  using scaling::scaled;
 
-  explicit DevicePrecision(const LossScaleOptions& o) {
-    if constexpr (scaled) scaler_ = LossScaler(o);
-  }
+  explicit DevicePrecision(const LossScaleOptions& o) : scaling(o) {}
 
   Parameters<Net, H, Backend>& compute(master_type&) noexcept { return compute_; }
   /// BatchNorm reads its float weights here (Apex O2 keeps BatchNorm in fp32).
   const float* master_values(const master_type& master) const noexcept { return master.values.data(); }
-  double loss_factor() const noexcept {
-    if constexpr (scaled)
-      return double(scaler_.scale());
-    else
-      return 1.0;
-  }
 
   /// fp16: checks the summed gradients for inf/NaN and unscales them; returns false (and backs
   /// the scale off) when the step must be skipped. bf16: nothing to do.
@@ -106,30 +101,9 @@ class DevicePrecision<MixedPrecision<H, S>, Net, Backend> {
     std::copy(master.counters.begin(), master.counters.end(), compute_.counters.begin());
     after_step(ctx, master);
   }
-  void export_state(TrainerState& s) const {
-    if constexpr (scaled) {
-      s.loss_scale = double(scaler_.scale());
-      s.scale_growth_tracker = scaler_.growth_tracker();
-      s.skipped_steps = scaler_.skipped();
-      s.consecutive_skips = scaler_.consecutive_skips();
-    }
-  }
-  void import_state(const TrainerState& s) {
-    if constexpr (scaled)
-      if (s.loss_scale > 0)
-        scaler_.restore(float(s.loss_scale), s.scale_growth_tracker, s.skipped_steps, s.consecutive_skips);
-  }
-  std::uint64_t skipped_steps() const noexcept {
-    if constexpr (scaled)
-      return scaler_.skipped();
-    else
-      return 0;
-  }
-  double scale() const noexcept { return scaled ? loss_factor() : 0.0; }
 
  private:
   Parameters<Net, H, Backend> compute_;
-  LossScaler scaler_;
 };
 
 } // namespace cohort::detail

@@ -67,28 +67,67 @@ class PrecisionState<FullPrecision, Net> {
   master_type& master_;
 };
 
+/// The loss scaling of a mixed-precision state (fp16: a LossScaler; bf16: none) and what the
+/// engines save and report of it. Shared by PrecisionState and the device engines'
+/// DevicePrecision (train/engine/device_precision.hpp).
+template <bool Scaled>
+class LossScaling {
+ public:
+  static constexpr bool scaled = Scaled;
+  explicit LossScaling(const LossScaleOptions& o) {
+    if constexpr (Scaled) scaler_ = LossScaler(o);
+  }
+  /// The factor on the loss (the gradients come out multiplied by it).
+  double loss_factor() const noexcept {
+    if constexpr (Scaled)
+      return double(scaler_.scale());
+    else
+      return 1.0;
+  }
+  void export_state(TrainerState& s) const {
+    if constexpr (Scaled) {
+      s.loss_scale = double(scaler_.scale());
+      s.scale_growth_tracker = scaler_.growth_tracker();
+      s.skipped_steps = scaler_.skipped();
+      s.consecutive_skips = scaler_.consecutive_skips();
+    }
+  }
+  void import_state(const TrainerState& s) {
+    if constexpr (Scaled)
+      if (s.loss_scale > 0)
+        scaler_.restore(float(s.loss_scale), s.scale_growth_tracker, s.skipped_steps, s.consecutive_skips);
+  }
+  std::uint64_t skipped_steps() const noexcept {
+    if constexpr (Scaled)
+      return scaler_.skipped();
+    else
+      return 0;
+  }
+  double scale() const noexcept { return Scaled ? loss_factor() : 0.0; }
+  LossScaler& scaler() noexcept { return scaler_; }
+
+ protected:
+  LossScaler scaler_;
+};
+
 /// 16-bit storage for forward and backward, float master weights and gradients.
 template <class Net, class H, class S>
-class PrecisionState<MixedPrecision<H, S>, Net> {
+class PrecisionState<MixedPrecision<H, S>, Net> : public LossScaling<MixedPrecision<H, S>::scales_loss> {
+  using scaling = LossScaling<MixedPrecision<H, S>::scales_loss>;
+  using scaling::scaler_;
+
  public:
   using compute_type = H;
   using master_type = Parameters<Net, float, Cpu>;
   using compute_params = Parameters<Net, H, Cpu>;
-  static constexpr bool scaled = MixedPrecision<H, S>::scales_loss;
+  using scaling::scaled;
 
-  PrecisionState(master_type& master, const LossScaleOptions& o) : master_(master) {
-    if constexpr (scaled) scaler_ = LossScaler(o);
+  PrecisionState(master_type& master, const LossScaleOptions& o) : scaling(o), master_(master) {
     after_load(ThreadPool::global());
   }
 
   compute_params& compute() noexcept { return compute_; }
   const float* master_values() const noexcept { return master_.values.data(); }
-  double loss_factor() const noexcept {
-    if constexpr (scaled)
-      return double(scaler_.scale());
-    else
-      return 1.0;
-  }
 
   /// fp16: unscales the gradients and looks for inf/NaN in the same pass; returns false (and
   /// backs the scale off) when the step must be skipped. bf16: nothing to do.
@@ -132,32 +171,10 @@ class PrecisionState<MixedPrecision<H, S>, Net> {
     std::copy(master_.counters.begin(), master_.counters.end(), compute_.counters.begin());
     after_step(pool);
   }
-  void export_state(TrainerState& s) const {
-    if constexpr (scaled) {
-      s.loss_scale = double(scaler_.scale());
-      s.scale_growth_tracker = scaler_.growth_tracker();
-      s.skipped_steps = scaler_.skipped();
-      s.consecutive_skips = scaler_.consecutive_skips();
-    }
-  }
-  void import_state(const TrainerState& s) {
-    if constexpr (scaled)
-      if (s.loss_scale > 0)
-        scaler_.restore(float(s.loss_scale), s.scale_growth_tracker, s.skipped_steps, s.consecutive_skips);
-  }
-  std::uint64_t skipped_steps() const noexcept {
-    if constexpr (scaled)
-      return scaler_.skipped();
-    else
-      return 0;
-  }
-  double scale() const noexcept { return scaled ? loss_factor() : 0.0; }
-  LossScaler& scaler() noexcept { return scaler_; }
 
  private:
   master_type& master_;
   compute_params compute_;
-  LossScaler scaler_;
 };
 
 /// The precision hooks the Trainer calls on every engine, forwarded to the engine's
