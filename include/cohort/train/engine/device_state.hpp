@@ -138,6 +138,7 @@ class DeviceReplica {
   /// included), and back.
   template <class HostParams, class HostOpt>
   void to_host(HostParams& host, HostOpt& host_opt) {
+    activate();
     guarded("copying the model to the host", [&] {
       prec_.before_save(ctx_, params_);
       state_to_host<Backend>(ctx_, params_, opt_, host, host_opt);
@@ -145,6 +146,7 @@ class DeviceReplica {
   }
   template <class HostParams, class HostOpt>
   void from_host(const HostParams& host, HostOpt& host_opt) {
+    activate();
     guarded("copying the model to the device", [&] {
       state_to_device<Backend>(ctx_, host, host_opt, params_, opt_);
       prec_.after_load(ctx_, params_);
@@ -153,6 +155,7 @@ class DeviceReplica {
   /// The host parameters and statistics (not the optimiser state) onto the device.
   template <class HostParams>
   void load_parameters(const HostParams& host) {
+    activate();
     guarded("copying the parameters to the device", [&] {
       params_.copy_from(host);
       prec_.after_load(ctx_, params_);
@@ -160,6 +163,10 @@ class DeviceReplica {
   }
 
  private:
+  /// The copies may come from any thread (the Trainer's): make this replica's device current.
+  void activate() {
+    if constexpr (requires { ctx_.activate(); }) ctx_.activate(); // e.g. cudaSetDevice
+  }
   /// f(), with the backend's own exceptions (Thrust's) turned into cohort errors naming `what`
   /// and the device (the context's translate_errors).
   template <class F>
@@ -196,11 +203,33 @@ class DeviceReplica {
   typename device_optimizer<Opt, Backend>::type opt_;
 };
 
-/// The Trainer's precision hooks for the device engines: the state of replica 0's precision
-/// (every replica and rank takes the same loss-scaling decisions), restored into every replica.
-/// Derived provides first_replica() and for_each_replica(f).
-template <class Derived>
-struct DevicePrecisionHooks {
+/// What every device engine keeps around its replicas: the host copies of the parameters and
+/// the optimiser (what the Trainer reads and checkpoints hold), refreshed from replica 0 when the
+/// devices trained since they were last read, and the Trainer's precision hooks (replica 0's loss
+/// scaler state, restored into every replica: all take the same decisions). Derived provides
+/// first_replica() and for_each_replica(f).
+template <class Derived, class Net, class Opt>
+class DeviceEngineBase {
+ public:
+  using params_type = Parameters<Net, float, Cpu>; // the host copy
+
+  /// The parameters on the host (refreshed from the device if it trained since).
+  params_type& parameters() {
+    refresh();
+    return host_;
+  }
+  /// The optimiser on the host, with the device's state (checkpoints read its slots).
+  Opt& optimizer() {
+    refresh();
+    return opt_;
+  }
+  void before_save() { refresh(); }
+  /// The host parameters and optimiser state were loaded (or received): every replica takes them.
+  void after_load() {
+    self().for_each_replica([&](auto& d) { d.from_host(host_, opt_); });
+    stale_ = false;
+  }
+
   void export_state(TrainerState& s) { self().first_replica().precision().export_state(s); }
   void import_state(const TrainerState& s) {
     self().for_each_replica([&](auto& d) { d.precision().import_state(s); });
@@ -209,8 +238,26 @@ struct DevicePrecisionHooks {
   std::uint64_t skipped_steps() { return self().first_replica().precision().skipped_steps(); }
   double loss_scale() { return self().first_replica().precision().scale(); }
 
+ protected:
+  DeviceEngineBase(Opt opt, std::uint64_t seed)
+      : host_(initialized_parameters<params_type>(seed)), opt_(std::move(opt)) {}
+  /// The devices trained: the host copies are out of date.
+  void mark_trained() noexcept { stale_ = true; }
+  /// Replica 0's parameters, statistics and optimiser state into the host copies.
+  void download() {
+    self().first_replica().to_host(host_, opt_);
+    stale_ = false;
+  }
+  void refresh() {
+    if (stale_) download();
+  }
+
+  params_type host_;
+  Opt opt_;
+
  private:
   Derived& self() { return static_cast<Derived&>(*this); }
+  bool stale_ = false;
 };
 
 } // namespace cohort::detail

@@ -130,7 +130,9 @@ namespace cohort::detail {
 template <class Comm, class Backend, class Precision, class Net, class Opt>
 requires(!host_memory_backend<Backend> &&
          known_precision<Precision>) class TrainEngine<ProcessGroupDDP<Comm, Backend>, Precision, Net, Opt>
-    : public DevicePrecisionHooks<TrainEngine<ProcessGroupDDP<Comm, Backend>, Precision, Net, Opt>> {
+    : public DeviceEngineBase<TrainEngine<ProcessGroupDDP<Comm, Backend>, Precision, Net, Opt>, Net, Opt> {
+  using base = DeviceEngineBase<TrainEngine, Net, Opt>;
+  friend base;
   static_assert(has_device_optimizer<Opt, Backend>,
                 "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
                 "rebind_backend; OptimizerVariant is host-only)");
@@ -138,12 +140,11 @@ requires(!host_memory_backend<Backend> &&
 
  public:
   static constexpr bool distributed = true;
-  using params_type = Parameters<Net, float, Cpu>; // the host copy
+  using typename base::params_type;
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   TrainEngine(Opt opt, const EngineOptions& o)
-      : seed_(o.seed), comm_(o.parallel.timeout_s), host_(initialized_parameters<params_type>(o.seed)),
-        opt_(std::move(opt)) {
+      : base(std::move(opt), o.seed), seed_(o.seed), comm_(o.parallel.timeout_s) {
     rank_ = std::size_t(comm_.rank());
     world_ = std::size_t(comm_.size());
     check_launch_environment(comm_);
@@ -152,13 +153,13 @@ requires(!host_memory_backend<Backend> &&
     std::vector<std::string> lines = network_signature<Net>();
     lines.push_back(concat("parallel: ProcessGroupDDP<", Comm::name, ", ", Backend::name, ">"));
     lines.push_back(concat("precision: ", Precision::name));
-    lines.push_back(concat("optimizer: ", optimizer_name(opt_)));
+    lines.push_back(concat("optimizer: ", optimizer_name(this->opt_)));
     lines.insert(lines.end(), o.agreement.begin(), o.agreement.end());
     agree_across_ranks(comm_, lines);
     context ctx{};
     if constexpr (requires { ctx.device; }) ctx.device = o.parallel.device + comm_.local_rank();
     if constexpr (requires { ctx.activate(); }) ctx.activate(); // before anything allocates on the device
-    dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt, Precision>>(opt_, ctx, o.loss_scale);
+    dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt, Precision>>(this->opt_, ctx, o.loss_scale);
     if (o.parallel.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
     reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(comm_, dev_->ctx(),
                                                                      plan_buckets<Net>(o.parallel.bucket_kib * 1024));
@@ -182,7 +183,7 @@ requires(!host_memory_backend<Backend> &&
     double loss = local / double(world_);
     comm_.allreduce_sum(&loss, 1, "the all-reduce of the loss");
     dev_->step();
-    host_stale_ = true;
+    this->mark_trained();
     return loss;
   }
 
@@ -193,14 +194,6 @@ requires(!host_memory_backend<Backend> &&
   std::size_t rank() const noexcept { return rank_; }
   std::size_t world() const noexcept { return world_; }
   std::size_t devices() const noexcept { return world_; }
-  params_type& parameters() {
-    if (host_stale_) download();
-    return host_;
-  }
-  Opt& optimizer() {
-    if (host_stale_) download();
-    return opt_;
-  }
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
   MpiCommunicator& communicator() noexcept { return comm_; }
 
@@ -210,9 +203,9 @@ requires(!host_memory_backend<Backend> &&
   }
   /// Rank 0's running statistics and counters to every rank.
   void sync_buffers() {
-    download();
-    broadcast_buffers(comm_, host_);
-    dev_->load_parameters(host_);
+    this->download();
+    broadcast_buffers(comm_, this->host_);
+    dev_->load_parameters(this->host_);
   }
   /// Rank 0's error (if any), else its trainer state, parameters and optimiser state.
   template <class State>
@@ -220,41 +213,24 @@ requires(!host_memory_backend<Backend> &&
     if (share_root_outcome(comm_, error, state)) broadcast_model("rank 0's checkpoint");
   }
 
-  void before_save() {
-    if (host_stale_) download();
-  }
-  /// Rank 0 loaded the host copies (the others receive them in share_from_root).
-  void after_load() {
-    dev_->from_host(host_, opt_);
-    host_stale_ = false;
-  }
-
  private:
-  friend struct DevicePrecisionHooks<TrainEngine>;
   DeviceReplica<Net, Backend, Opt, Precision>& first_replica() noexcept { return *dev_; }
   template <class F>
   void for_each_replica(F&& f) {
     f(*dev_);
   }
-  void download() {
-    dev_->to_host(host_, opt_);
-    host_stale_ = false;
-  }
   /// Rank 0's host parameters, statistics and optimiser state to every rank, then to the device.
   void broadcast_model(const char* what) {
-    broadcast_host_model(comm_, host_, opt_, what);
-    after_load();
+    broadcast_host_model(comm_, this->host_, this->opt_, what);
+    this->after_load(); // rank 0 loaded or initialised the host copies; the others received them
   }
 
   std::uint64_t seed_;
   MpiCommunicator comm_;
   std::size_t rank_ = 0, world_ = 1;
-  params_type host_;
-  Opt opt_;
   std::unique_ptr<DeviceReplica<Net, Backend, Opt, Precision>> dev_;
   std::unique_ptr<device::RankAllReduce<Comm, Backend>> reduce_;
   std::vector<std::size_t> bucket_of_layer_;
-  bool host_stale_ = false;
 };
 
 } // namespace cohort::detail

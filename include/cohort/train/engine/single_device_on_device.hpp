@@ -34,20 +34,23 @@ namespace cohort::detail {
 template <class Backend, class Precision, class Net, class Opt>
 requires(!host_memory_backend<Backend> &&
          known_precision<Precision>) class TrainEngine<SingleDevice<Backend>, Precision, Net, Opt>
-    : public LocalCollectives, public DevicePrecisionHooks<TrainEngine<SingleDevice<Backend>, Precision, Net, Opt>> {
+    : public LocalCollectives,
+      public DeviceEngineBase<TrainEngine<SingleDevice<Backend>, Precision, Net, Opt>, Net, Opt> {
+  using base = DeviceEngineBase<TrainEngine, Net, Opt>;
+  friend base;
   static_assert(has_device_optimizer<Opt, Backend>,
                 "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
                 "rebind_backend; OptimizerVariant is host-only)");
 
  public:
-  using params_type = Parameters<Net, float, Cpu>; // the host copy
+  using typename base::params_type;
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   TrainEngine(Opt opt, const EngineOptions& o)
-      : seed_(o.seed), host_(initialized_parameters<params_type>(o.seed)), opt_(std::move(opt)),
+      : base(std::move(opt), o.seed), seed_(o.seed),
         // The context first makes the device current: the replica's members allocate on it.
-        replica_(opt_, make_context(o.parallel.device), o.loss_scale) {
-    replica_.load_parameters(host_);
+        replica_(this->opt_, make_context(o.parallel.device), o.loss_scale) {
+    replica_.load_parameters(this->host_);
   }
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
@@ -55,7 +58,7 @@ requires(!host_memory_backend<Backend> &&
     const double l = replica_.train(train_step_info(seed_, m), x, labels, 1.0 / double(m.count), m.index > 0);
     if (m.last()) {
       replica_.step();
-      host_stale_ = true;
+      this->mark_trained();
     }
     return l;
   }
@@ -65,29 +68,9 @@ requires(!host_memory_backend<Backend> &&
     return replica_.evaluate(x, labels, seed_);
   }
 
-  /// The parameters on the host (refreshed from the device if it trained since).
-  params_type& parameters() {
-    if (host_stale_) download();
-    return host_;
-  }
-  /// The optimiser on the host, with the device's state (checkpoints read its slots).
-  Opt& optimizer() {
-    if (host_stale_) download();
-    return opt_;
-  }
   std::size_t devices() const noexcept { return 1; }
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
   typename Backend::context& context() noexcept { return replica_.ctx(); }
-
-  // The Trainer's hooks around checkpoints (the precision state's are in DevicePrecisionHooks).
-  void before_save() {
-    if (host_stale_) download();
-  }
-  /// The host parameters and optimiser state were loaded: they replace the device's.
-  void after_load() {
-    replica_.from_host(host_, opt_);
-    host_stale_ = false;
-  }
 
  private:
   static typename Backend::context make_context(int device) {
@@ -96,11 +79,6 @@ requires(!host_memory_backend<Backend> &&
     if constexpr (requires { ctx.activate(); }) ctx.activate(); // e.g. cudaSetDevice
     return ctx;
   }
-  void download() {
-    replica_.to_host(host_, opt_);
-    host_stale_ = false;
-  }
-  friend struct DevicePrecisionHooks<TrainEngine>;
   DeviceReplica<Net, Backend, Opt, Precision>& first_replica() noexcept { return replica_; }
   template <class F>
   void for_each_replica(F&& f) {
@@ -108,10 +86,7 @@ requires(!host_memory_backend<Backend> &&
   }
 
   std::uint64_t seed_;
-  params_type host_;
-  Opt opt_;
   DeviceReplica<Net, Backend, Opt, Precision> replica_;
-  bool host_stale_ = false;
 };
 
 } // namespace cohort::detail

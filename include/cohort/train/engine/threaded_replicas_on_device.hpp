@@ -47,7 +47,9 @@ template <std::size_t N, class Backend, class Precision, class Net, class Opt>
 requires(!host_memory_backend<Backend> &&
          known_precision<Precision>) class TrainEngine<ThreadedReplicas<N, Backend>, Precision, Net, Opt>
     : public LocalCollectives,
-      public DevicePrecisionHooks<TrainEngine<ThreadedReplicas<N, Backend>, Precision, Net, Opt>> {
+      public DeviceEngineBase<TrainEngine<ThreadedReplicas<N, Backend>, Precision, Net, Opt>, Net, Opt> {
+  using base = DeviceEngineBase<TrainEngine, Net, Opt>;
+  friend base;
   static_assert(has_device_optimizer<Opt, Backend>,
                 "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
                 "rebind_backend; OptimizerVariant is host-only)");
@@ -56,20 +58,19 @@ requires(!host_memory_backend<Backend> &&
   static constexpr std::size_t in_size = Net::input_shape::size;
 
  public:
-  using params_type = Parameters<Net, float, Cpu>; // the host copy
+  using typename base::params_type;
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   TrainEngine(Opt opt, const EngineOptions& o)
-      : seed_(o.seed), n_(replica_count<N>(o.parallel)), team_(n_), host_(initialized_parameters<params_type>(o.seed)),
-        opt_(std::move(opt)) {
+      : base(std::move(opt), o.seed), seed_(o.seed), n_(replica_count<N>(o.parallel)), team_(n_) {
     replicas_.resize(n_);
     std::vector<context> ctx(n_);
     for (std::size_t r = 0; r < n_; ++r)
       if constexpr (requires { ctx[r].device; }) ctx[r].device = o.parallel.device + int(r);
     on_threads([&](std::size_t r) { // allocate on the replica's own device
       activate(ctx[r]);
-      replicas_[r] = std::make_unique<replica_type>(opt_, ctx[r], o.loss_scale);
-      replicas_[r]->load_parameters(host_);
+      replicas_[r] = std::make_unique<replica_type>(this->opt_, ctx[r], o.loss_scale);
+      replicas_[r]->load_parameters(this->host_);
     });
     if (o.parallel.deterministic)
       throw ValueError("ThreadedReplicas on a device backend: deterministic mode is not implemented");
@@ -111,7 +112,7 @@ requires(!host_memory_backend<Backend> &&
         reduce_->finish(r, d.ctx());
         d.step();
       });
-      host_stale_ = true;
+      this->mark_trained();
     }
     double total = 0;
     for (double l : loss) total += l;
@@ -133,31 +134,14 @@ requires(!host_memory_backend<Backend> &&
   /// Replica 0's running statistics to every replica (before evaluating and saving).
   void sync_buffers() {
     if (n_ < 2) return;
-    download();
+    this->download();
     on_each([&](std::size_t r, replica_type& d) {
-      if (r > 0) d.load_parameters(host_);
+      if (r > 0) d.load_parameters(this->host_);
     });
   }
 
-  params_type& parameters() {
-    if (host_stale_) download();
-    return host_;
-  }
-  Opt& optimizer() {
-    if (host_stale_) download();
-    return opt_;
-  }
   std::size_t devices() const noexcept { return n_; }
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
-
-  void before_save() {
-    if (host_stale_) download();
-  }
-  /// The host parameters and optimiser state were loaded: every replica takes them.
-  void after_load() {
-    on_each([&](std::size_t, replica_type& d) { d.from_host(host_, opt_); });
-    host_stale_ = false;
-  }
 
  private:
   /// f(r) for every replica index, each on its own thread.
@@ -178,28 +162,18 @@ requires(!host_memory_backend<Backend> &&
   static void activate(context& c) {
     if constexpr (requires { c.activate(); }) c.activate(); // e.g. cudaSetDevice
   }
-  friend struct DevicePrecisionHooks<TrainEngine>;
   replica_type& first_replica() noexcept { return *replicas_[0]; }
   template <class F>
   void for_each_replica(F&& f) {
     for (auto& d : replicas_) f(*d);
   }
-  /// Replica 0's parameters, statistics and optimiser state into the host copies.
-  void download() {
-    activate(replicas_[0]->ctx());
-    replicas_[0]->to_host(host_, opt_);
-    host_stale_ = false;
-  }
 
   std::uint64_t seed_;
   std::size_t n_;
   ThreadPool team_; // one thread per replica (the caller is replica 0's)
-  params_type host_;
-  Opt opt_;
   std::vector<std::unique_ptr<replica_type>> replicas_;
   std::unique_ptr<device::ReplicaAllReduce<Backend>> reduce_;
   std::vector<std::size_t> bucket_of_layer_;
-  bool host_stale_ = false;
 };
 
 } // namespace cohort::detail
