@@ -12,6 +12,7 @@
 #include <cohort/models/seed_models.hpp>
 
 #include "support/bands.hpp"
+#include "support/trained_weights.hpp"
 
 using namespace cohort;
 namespace fs = std::filesystem;
@@ -19,29 +20,16 @@ namespace fs = std::filesystem;
 namespace {
 using test::Bands;
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("cohort_trainer_" + std::to_string(std::random_device{}()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-template <class Net, class Opt>
-std::vector<float> weights_after(Opt opt, const Bands& data, std::uint64_t steps, const fs::path& save = {},
-                                 const fs::path& resume = {}) {
-  Trainer<Net, Opt> t(std::move(opt), {.batch_size = 24, .seed = 5, .max_steps = steps, .log = nullptr});
-  if (!resume.empty()) t.resume(resume);
-  t.fit(data, 10);
-  if (!save.empty()) t.save(save);
-  return {t.parameters().values.begin(), t.parameters().values.end()};
-}
+using test::TempDir;
+using test::trained_weights;
 
 template <class Net, class Opt>
 void check_exact_resume(Opt opt, std::uint64_t total, std::uint64_t half) {
   const Bands data(100, 1); // 5 batches per epoch (the last one short): resumes cross epochs
-  TempDir dir;
-  const auto straight = weights_after<Net>(opt, data, total);
-  weights_after<Net>(opt, data, half, dir.path / "half.safetensors");
-  const auto resumed = weights_after<Net>(opt, data, total, {}, dir.path / "half.safetensors");
+  TempDir dir("cohort_trainer_");
+  const auto straight = trained_weights<Net, SingleDevice<>>(opt, data, total);
+  trained_weights<Net, SingleDevice<>>(opt, data, half, dir.path / "half.safetensors");
+  const auto resumed = trained_weights<Net, SingleDevice<>>(opt, data, total, {}, dir.path / "half.safetensors");
   CHECK(straight == resumed); // bitwise
 }
 } // namespace
@@ -58,7 +46,7 @@ TEST_CASE("Trainer: resuming is bitwise exact with Adam") {
 
 TEST_CASE("Trainer: learns, evaluates and writes seed 003's metrics") {
   const Bands train(600, 2), test(200, 3);
-  TempDir dir;
+  TempDir dir("cohort_trainer_");
   std::ostringstream log;
   Trainer<models::ModelC, Adam<>> t(Adam({.lr = 1e-3, .eps = 1e-7}), {.batch_size = 50,
                                                                       .log_interval = 4,
@@ -86,7 +74,7 @@ TEST_CASE("Trainer: learns, evaluates and writes seed 003's metrics") {
 
 TEST_CASE("Checkpoints: a mismatching or corrupt checkpoint changes nothing and names every problem") {
   const Bands data(48, 4);
-  TempDir dir;
+  TempDir dir("cohort_trainer_");
   Trainer<models::ModelC, Adam<>> c(Adam({.lr = 1e-3}), {.batch_size = 16, .log = nullptr});
   c.fit(data, 1);
   c.save(dir.path / "c.safetensors");
@@ -124,7 +112,7 @@ TEST_CASE("Checkpoints: a mismatching or corrupt checkpoint changes nothing and 
 }
 
 TEST_CASE("Checkpoints: tensors keep PyTorch's names and dtypes, weights files have no optimiser state") {
-  TempDir dir;
+  TempDir dir("cohort_trainer_");
   Network<models::ModelB> net(3);
   save_weights(dir.path / "w.safetensors", net.parameters());
   const auto f = SafetensorsFile::read(dir.path / "w.safetensors");
@@ -139,7 +127,7 @@ TEST_CASE("Checkpoints: tensors keep PyTorch's names and dtypes, weights files h
 
 TEST_CASE("Trainer: a different batch size cannot resume in the middle of an epoch") {
   const Bands data(64, 5);
-  TempDir dir;
+  TempDir dir("cohort_trainer_");
   Trainer<models::ModelC, Sgd<>> a(Sgd({.lr = 0.01}), {.batch_size = 16, .max_steps = 2, .log = nullptr});
   a.fit(data, 1);
   a.save(dir.path / "a.safetensors");

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <random>
 #include <vector>
 
 #include <cohort/models/seed_models.hpp>
@@ -16,6 +15,7 @@
 #include "support/bands.hpp"
 #include "support/device_harness.hpp"
 #include "support/overflow_cases.hpp"
+#include "support/trained_weights.hpp"
 
 using namespace cohort;
 using namespace cohort::test;
@@ -96,8 +96,8 @@ TEST_CASE("device mixed precision: an fp16 overflow in one replica's shard skips
 
 TEST_CASE("device mixed precision: fp16 training resumes bit for bit, loss scale included") {
   const Bands data(100, 2);
-  const fs::path dir = fs::temp_directory_path() / ("cohort_device_mixed_" + std::to_string(std::random_device{}()));
-  fs::create_directories(dir);
+  const TempDir scratch("cohort_device_mixed_");
+  const fs::path& dir = scratch.path;
   using Net = models::ModelA; // dropout masks, Adadelta state
   using P = SingleDevice<Dev>;
   using M = MixedPrecision<fp16>;
@@ -106,7 +106,6 @@ TEST_CASE("device mixed precision: fp16 training resumes bit for bit, loss scale
   const auto straight = mixed_weights<Net, P, M>(opt, data, 11, {}, {}, &straight_scale);
   mixed_weights<Net, P, M>(opt, data, 5, dir / "half.safetensors");
   const auto resumed = mixed_weights<Net, P, M>(opt, data, 11, {}, dir / "half.safetensors", &resumed_scale);
-  fs::remove_all(dir);
   CHECK(straight == resumed); // bitwise: master weights, 16-bit copy, statistics, optimiser, scaler
   CHECK(straight_scale == resumed_scale);
   CHECK(straight_scale > 65536.0); // the scale grew during the run (growth_interval 3)

@@ -6,24 +6,18 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
-#include <random>
 
 #include <cohort/models/seed_models.hpp>
 
 #include "support/bands.hpp"
 #include "support/device_harness.hpp"
+#include "support/trained_weights.hpp"
 
 using namespace cohort;
 using namespace cohort::test;
 
 namespace {
 namespace fs = std::filesystem;
-
-struct ReplicaTempDir {
-  fs::path path = fs::temp_directory_path() / ("cohort_device_replicas_" + std::to_string(std::random_device{}()));
-  ReplicaTempDir() { fs::create_directories(path); }
-  ~ReplicaTempDir() { fs::remove_all(path); }
-};
 
 struct ReplicaRun {
   std::size_t batch = 24;
@@ -47,7 +41,7 @@ std::vector<float> replica_weights(Opt opt, const Bands& data, std::uint64_t ste
 TEST_CASE("device replicas: ThreadedReplicas on the device trains like the CPU's and resumes exactly") {
   COHORT_REQUIRE_DEVICES(3)
   const Bands data(100, 1); // batches of 24 and a last one of 4: uneven shards
-  ReplicaTempDir dir;
+  TempDir dir("cohort_device_replicas_");
   using Net = models::ModelB; // BatchNorm: per-replica batch statistics, replica 0's running ones
   const Sgd<> opt({.lr = 0.05, .momentum = 0.9});
   const auto dev = replica_weights<Net, ThreadedReplicas<dynamic_replicas, Dev>>(opt, data, 9, 3);

@@ -4,41 +4,20 @@
 // exactly from its own checkpoints, and learns.
 #include <doctest/doctest.h>
 
-#include <filesystem>
-#include <random>
-
 #include <cohort/models/seed_models.hpp>
 
 #include "support/bands.hpp"
 #include "support/device_harness.hpp"
+#include "support/trained_weights.hpp"
 
 using namespace cohort;
 using namespace cohort::test;
 
 namespace {
-namespace fs = std::filesystem;
-
-struct DeviceTempDir {
-  fs::path path = fs::temp_directory_path() / ("cohort_device_trainer_" + std::to_string(std::random_device{}()));
-  DeviceTempDir() { fs::create_directories(path); }
-  ~DeviceTempDir() { fs::remove_all(path); }
-};
-
-template <class Net, class Policy, class Opt>
-std::vector<float> trained_weights(Opt opt, const Bands& data, std::uint64_t steps, const fs::path& save = {},
-                                   const fs::path& resume = {}, bool prefetch = true) {
-  Trainer<Net, Opt, Policy> t(std::move(opt),
-                              {.batch_size = 24, .seed = 5, .max_steps = steps, .log = nullptr, .prefetch = prefetch});
-  if (!resume.empty()) t.resume(resume);
-  t.fit(data, 10);
-  if (!save.empty()) t.save(save);
-  return {t.parameters().values.begin(), t.parameters().values.end()};
-}
-
 template <class Net, class Opt>
 void check_device_trainer(Opt opt, std::uint64_t total, std::uint64_t half) {
   const Bands data(100, 1); // 5 batches per epoch (the last one short): runs cross epochs
-  DeviceTempDir dir;
+  TempDir dir("cohort_device_trainer_");
   const auto straight = trained_weights<Net, SingleDevice<Dev>>(opt, data, total);
   // The batches gathered ahead on the prefetch thread are the ones gathered in place without it.
   CHECK(straight == trained_weights<Net, SingleDevice<Dev>>(opt, data, total, {}, {}, /*prefetch=*/false));
