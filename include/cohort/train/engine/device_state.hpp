@@ -70,6 +70,10 @@ inline constexpr bool has_device_optimizer = requires {
 /// the context they run in. Construct it with its device current (the members allocate there).
 template <class Net, class Backend, class Opt, class Precision = FullPrecision>
 class DeviceReplica {
+  // Every device engine holds DeviceReplicas: the one place to check the optimiser.
+  static_assert(has_device_optimizer<Opt, Backend>,
+                "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
+                "rebind_backend; OptimizerVariant is host-only)");
   using K = ops::ElementwiseKernels<Backend>;
   using precision_type = DevicePrecision<Precision, Net, Backend>;
   using compute_type = typename precision_type::compute_type;

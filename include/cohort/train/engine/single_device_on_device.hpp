@@ -38,9 +38,6 @@ requires(!host_memory_backend<Backend> &&
       public DeviceEngineBase<TrainEngine<SingleDevice<Backend>, Precision, Net, Opt>, Net, Opt> {
   using base = DeviceEngineBase<TrainEngine, Net, Opt>;
   friend base;
-  static_assert(has_device_optimizer<Opt, Backend>,
-                "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
-                "rebind_backend; OptimizerVariant is host-only)");
 
  public:
   using typename base::params_type;

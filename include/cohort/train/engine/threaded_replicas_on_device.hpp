@@ -50,9 +50,6 @@ requires(!host_memory_backend<Backend> &&
       public DeviceEngineBase<TrainEngine<ThreadedReplicas<N, Backend>, Precision, Net, Opt>, Net, Opt> {
   using base = DeviceEngineBase<TrainEngine, Net, Opt>;
   friend base;
-  static_assert(has_device_optimizer<Opt, Backend>,
-                "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
-                "rebind_backend; OptimizerVariant is host-only)");
   using context = typename Backend::context;
   using replica_type = DeviceReplica<Net, Backend, Opt, Precision>;
   static constexpr std::size_t in_size = Net::input_shape::size;
