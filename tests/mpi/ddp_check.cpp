@@ -6,9 +6,16 @@
 //       within 1e-6) and, in deterministic mode, against ThreadedReplicas<4> (bitwise).
 //       --bucket-kib K sets the gradient bucket size (default 256 KiB: three buckets).
 //   mpirun -np N ddp_check resume --save FILE | --resume FILE --out FILE
-//       deterministic model A: 1 epoch then a checkpoint (any world size), or resume + 1 epoch.
+//       deterministic model A: 1 epoch then a checkpoint (any world size), or resume + 1 epoch
+//       into a trainer built with another seed (the checkpoint's must win), checking the step
+//       and epoch right after loading.
 //   mpirun -np 2 ddp_check mismatch     rank 1 builds a wider network: every rank must say so
-//   mpirun -np 2 ddp_check kill|hang    rank 1 is killed (SIGKILL) or stops (SIGSTOP) at step 3
+//   mpirun -np 3 --enable-recovery ddp_check fault --signal stop|kill --at TEXT [--at-step N] --stamp FILE
+//       model C, 2 epochs with evaluation, then a checkpoint, with a 3 s deadline; rank 1 stops
+//       or dies right after starting the first collective whose name contains TEXT (at step
+//       N). Every survivor must fail with cohort's message naming rank 1, the operation and the
+//       step (run_ddp.cmake checks the text and the time since the fault). --rank2-timeout S
+//       gives rank 2 a longer deadline: it must still stop with the first survivor that gives up.
 //   mpirun -np 2 ddp_check accumulate   2 micro-batches per step == one batch twice the size
 //   mpirun -np N ddp_check overflow     MixedPrecision<fp16>: an inf gradient on the last rank
 //       only; every rank must skip the step together (weights and optimiser untouched, scale
@@ -23,7 +30,6 @@
 #include <cohort/precision/mixed_precision.hpp>
 #include <cohort/train/trainer.hpp>
 
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -48,6 +54,8 @@ namespace {
 struct Args {
   std::string mode, out, save, resume;
   bool deterministic = false;
+  test::Fault fault;
+  double rank2_timeout = 3.0; // the fault cases' deadline on rank 2 (3 s on the others)
 };
 
 using Wider = Sequential<Input<1, 28, 28>, Conv2d<1, 32, 3, 1, 1>, ReLU, MaxPool2d<2>, Flatten, Linear<6272, 128>, ReLU,
@@ -103,8 +111,18 @@ int equivalence(const Args& a) {
 int resume(const Args& a) {
   const Bands data(64, 2);
   const std::size_t per_rank = 32 / std::size_t(world_size());
-  Trainer<models::ModelA, Adadelta<>, ProcessGroupDDP<Mpi>> t(Adadelta({.lr = 0.5}), options(per_rank, true));
-  if (!a.resume.empty()) t.resume(a.resume);
+  TrainerOptions o = options(per_rank, true);
+  if (!a.resume.empty()) o.seed = 12; // other initial weights, dropout and shuffling: resume must replace them
+  Trainer<models::ModelA, Adadelta<>, ProcessGroupDDP<Mpi>> t(Adadelta({.lr = 0.5}), o);
+  if (!a.resume.empty()) {
+    t.resume(a.resume);
+    if (t.step() != 2 || t.epoch() != 1 || t.options().seed != 11) { // 64 samples, global batch 32: 2 steps
+      std::fprintf(stderr, "ddp_check: rank %d: resumed at step %llu, epoch %llu, seed %llu (expected 2, 1, 11)\n",
+                   world_rank(), static_cast<unsigned long long>(t.step()), static_cast<unsigned long long>(t.epoch()),
+                   static_cast<unsigned long long>(t.options().seed));
+      return 1;
+    }
+  }
   t.fit(data, a.save.empty() ? 2 : 1);
   if (!a.save.empty()) t.save(a.save);
   const auto w = values(t.parameters());
@@ -123,14 +141,16 @@ int mismatch() {
   return 1;
 }
 
-/// Rank 1 dies (SIGKILL) or stops (SIGSTOP) after 3 steps; the others must fail within the
-/// deadline (3 s).
+/// Every collective of a run: start-up (agreement, rank 0's parameters), gradient buckets and
+/// the loss in each step, the evaluation sums after each epoch, the checkpoint's barriers. Rank
+/// 1 stops or dies inside the one `a.fault` names; the others must fail within the deadline (3 s).
 int fault(const Args& a) {
-  const Bands data(48, 3); // 2 ranks x batch 8: 3 steps per epoch
-  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> t(sgd(), options(8, false, 3.0));
-  t.fit(data, 1);
-  if (world_rank() == 1) std::raise(a.mode == "kill" ? SIGKILL : SIGSTOP);
-  t.fit(data, 2);
+  test::arm(a.fault, "ddp_check");
+  const Bands data(72, 3), test(30, 4); // 3 ranks x batch 8: 3 steps per epoch
+  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> t(sgd(),
+                                                         options(8, false, world_rank() == 2 ? a.rank2_timeout : 3.0));
+  t.fit(data, 2, &test);
+  t.save(a.save);
   std::fprintf(stderr, "ddp_check: rank %d: training went on without rank 1\n", world_rank());
   return 1;
 }
@@ -200,18 +220,23 @@ int main(int argc, char** argv) {
     if (s == "--save" && i + 1 < argc) a.save = argv[++i];
     if (s == "--resume" && i + 1 < argc) a.resume = argv[++i];
     if (s == "--bucket-kib" && i + 1 < argc) bucket_kib = std::stoul(argv[++i]);
+    if (s == "--signal" && i + 1 < argc) a.fault.signal = argv[++i];
+    if (s == "--at" && i + 1 < argc) a.fault.at = argv[++i];
+    if (s == "--at-step" && i + 1 < argc) a.fault.step = std::stoll(argv[++i]);
+    if (s == "--stamp" && i + 1 < argc) a.fault.stamp = argv[++i];
+    if (s == "--rank2-timeout" && i + 1 < argc) a.rank2_timeout = std::stod(argv[++i]);
   }
   try {
     if (a.mode == "equivalence") return equivalence(a);
     if (a.mode == "resume") return resume(a);
     if (a.mode == "mismatch") return mismatch();
-    if (a.mode == "kill" || a.mode == "hang") return fault(a);
+    if (a.mode == "fault") return fault(a);
     if (a.mode == "accumulate") return accumulate();
     if (a.mode == "overflow") return overflow();
     std::fprintf(stderr, "ddp_check: unknown mode \"%s\"\n", a.mode.c_str());
     return 2;
   } catch (const Error& e) {
-    std::fprintf(stderr, "ddp_check: %s\n", e.what());
+    test::report_fault(a.fault, "ddp_check", e);
     return 3;
   }
 }

@@ -8,8 +8,12 @@
 //       per-layer gradient buckets (bucket_kib 1, all-reduced while backward runs) give the same
 //       weights bitwise as one bucket
 //   mpirun -np N ddp_device_check resume
-//       model B (BatchNorm, SGD momentum): 5 steps, a checkpoint, a fresh trainer resumes and
-//       trains to 12; the weights equal a straight 12-step run bitwise, on every rank
+//       model B (BatchNorm, SGD momentum): 5 steps, a checkpoint, a fresh trainer built with
+//       another seed resumes (at step 5, epoch 1: checked) and trains to 12; the weights equal a
+//       straight 12-step run bitwise, on every rank
+//   mpirun -np 3 --enable-recovery ddp_device_check fault --signal stop|kill --at TEXT [--at-step N] --stamp FILE
+//       as ddp_check's fault cases, on the device engine: rank 1 stops or dies inside a
+//       collective, every survivor fails with cohort's message naming it
 //   mpirun -np N ddp_device_check mixed
 //       MixedPrecision<fp16> (model C, Adam): every rank holds the same weights, loss scale and
 //       skipped-step count; an overflow in the last rank's batch alone skips the step on every
@@ -41,9 +45,10 @@ using test::world_size;
 
 namespace {
 
-TrainerOptions options(std::size_t batch, std::uint64_t max_steps = 0, std::size_t bucket_kib = 1u << 20) {
+TrainerOptions options(std::size_t batch, std::uint64_t max_steps = 0, std::size_t bucket_kib = 1u << 20,
+                       double timeout_s = 60) {
   TrainerOptions o{.batch_size = batch, .seed = 11, .max_steps = max_steps, .log = nullptr};
-  o.parallel.timeout_s = 60;
+  o.parallel.timeout_s = timeout_s;
   o.parallel.bucket_kib = bucket_kib; // default: one bucket holds the whole store
   return o;
 }
@@ -91,8 +96,17 @@ int resume() {
     t.save(path);
   }
   {
-    T t(sgd, options(per_rank, 12));
+    TrainerOptions o = options(per_rank, 12);
+    o.seed = 12; // other initial weights and shuffling: the checkpoint's must replace them
+    T t(sgd, o);
     t.resume(path);
+    if (t.step() != 5 || t.epoch() != 1 || t.options().seed != 11) { // 100 samples, global batch 24: 5 steps
+      std::fprintf(stderr,
+                   "ddp_device_check: rank %d: resumed at step %llu, epoch %llu, seed %llu (expected 5, 1, 11)\n",
+                   world_rank(), static_cast<unsigned long long>(t.step()), static_cast<unsigned long long>(t.epoch()),
+                   static_cast<unsigned long long>(t.options().seed));
+      return 1;
+    }
     t.fit(data, 10);
     resumed = values(t.parameters());
   }
@@ -141,19 +155,48 @@ int mixed() {
   return failed | !(d <= 1e-3);
 }
 
+/// ddp_check's fault cases on the device engine: rank 1 stops or dies inside the collective
+/// `f` names; the survivors must fail within the deadline (3 s), naming it.
+int fault(const test::Fault& f, const std::string& save) {
+  test::arm(f, "ddp_device_check");
+  const Bands data(72, 3), test(30, 4); // 3 ranks x batch 8: 3 steps per epoch
+  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi, ThrustDevice>> t(Sgd({.lr = 0.05, .momentum = 0.9}),
+                                                                       options(8, 0, 1u << 20, 3.0));
+  t.fit(data, 2, &test);
+  t.save(save);
+  std::fprintf(stderr, "ddp_device_check: rank %d: training went on without rank 1\n", world_rank());
+  return 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   MpiSession mpi(argc, argv);
   const std::string mode = argc > 1 ? argv[1] : "";
+  test::Fault f;
+  std::string save;
+  for (int i = 2; i + 1 < argc; ++i) {
+    const std::string s = argv[i];
+    if (s == "--signal")
+      f.signal = argv[++i];
+    else if (s == "--at")
+      f.at = argv[++i];
+    else if (s == "--at-step")
+      f.step = std::stoll(argv[++i]);
+    else if (s == "--stamp")
+      f.stamp = argv[++i];
+    else if (s == "--save")
+      save = argv[++i];
+  }
   try {
     if (mode == "equivalence") return equivalence();
     if (mode == "resume") return resume();
     if (mode == "mixed") return mixed();
+    if (mode == "fault") return fault(f, save);
     std::fprintf(stderr, "ddp_device_check: unknown mode \"%s\"\n", mode.c_str());
     return 2;
   } catch (const Error& e) {
-    std::fprintf(stderr, "ddp_device_check: %s\n", e.what());
+    test::report_fault(f, "ddp_device_check", e);
     return 3;
   }
 }

@@ -1,14 +1,21 @@
 #pragma once
 // What the mpirun programs (ddp_check, ddp_device_check) share: the rank and world size, the
-// weights as a vector, and the check that every rank holds the same weights.
+// weights as a vector, the check that every rank holds the same weights, and the fault cases'
+// harness (a rank stopped or killed inside a named collective, the survivors' report).
 
+#include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include <mpi.h>
 
+#include <cohort/core/error.hpp>
+#include <cohort/parallel/mpi_communicator.hpp>
 #include <cohort/parallel/signature.hpp>
 
 namespace cohort::test {
@@ -40,6 +47,45 @@ inline int check_identical(const char* program, const std::vector<float>& w) {
       return 1;
     }
   return 0;
+}
+
+/// A fault to inject: rank `rank` raises `signal` ("stop": SIGSTOP, "kill": SIGKILL) right after
+/// it has started the first collective whose name contains `at` (at step `step`, or any step when
+/// negative), having written the time to `stamp` (milliseconds since the epoch).
+struct Fault {
+  std::string signal, at, stamp;
+  long long step = -1;
+  int rank = 1;
+  bool armed() const noexcept { return !signal.empty(); }
+};
+
+inline long long now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Installs `f` on its rank (cohort's collective_started_hook: a test seam of the communicator).
+inline void arm(const Fault& f, const char* program) {
+  if (!f.armed() || world_rank() != f.rank) return;
+  detail::collective_started_hook() = [f, program](std::string_view what, std::uint64_t step) {
+    if (what.find(f.at) == std::string_view::npos || (f.step >= 0 && step != std::uint64_t(f.step))) return;
+    std::ofstream(f.stamp) << now_ms() << "\n";
+    std::fprintf(stderr, "%s: rank %d stops (%s) inside %.*s at step %llu\n", program, f.rank,
+                 f.signal == "kill" ? "SIGKILL" : "SIGSTOP", int(what.size()), what.data(),
+                 static_cast<unsigned long long>(step));
+    std::fflush(stderr);
+    std::raise(f.signal == "kill" ? SIGKILL : SIGSTOP);
+  };
+}
+
+/// A survivor's report of the error that stopped it, with how long after the fault it came
+/// (run_ddp.cmake bounds it by the deadline).
+inline void report_fault(const Fault& f, const char* program, const Error& e) {
+  long long stopped = 0;
+  if (std::ifstream in(f.stamp); in >> stopped)
+    std::fprintf(stderr, "%s: rank %d: detected %lld ms after rank %d stopped\n", program, world_rank(),
+                 now_ms() - stopped, f.rank);
+  std::fprintf(stderr, "%s: %s\n", program, e.what());
 }
 
 } // namespace cohort::test

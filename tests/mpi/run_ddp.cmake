@@ -1,7 +1,9 @@
 # Runs ddp_check under mpirun and checks what it must do (see ddp_check.cpp).
 #   cmake -DMPIEXEC=... -DEXE=ddp_check -DWORK=dir -DCASE=<case> -P run_ddp.cmake
-# Cases: equivalence, deterministic, tcp, resume, mismatch, kill, hang, environment, accumulate,
-# overflow; with EXE=ddp_device_check: device_equivalence, device_resume, device_mixed.
+# Cases: equivalence, deterministic, tcp, resume, mismatch, environment, accumulate, overflow, and
+# the fault cases kill, hang, hang_uneven_deadlines, stall_startup, stall_broadcast, stall_loss, stall_evaluation,
+# stall_checkpoint; with EXE=ddp_device_check: device_equivalence, device_resume, device_mixed,
+# device_kill, device_hang.
 # mpirun runs as root (CI containers) and with more ranks than cores: --allow-run-as-root
 # --oversubscribe. Every run has a wall-clock limit, so a hang fails the test instead of CI.
 
@@ -44,6 +46,55 @@ function(expect_same a b)
   if(NOT diff EQUAL 0)
     message(FATAL_ERROR "${a} and ${b} differ: the weights are not bitwise the same")
   endif()
+endfunction()
+
+# fault(<stop|kill> <collective> <step> <survivors' step> <survivors' operation>): 3 ranks; rank 1
+# raises SIGSTOP or SIGKILL right after starting the first collective whose name contains
+# <collective> (at <step>, or any step if it is "any"). mpirun runs with --enable-recovery, so the
+# runtime does not take the job down when rank 1 dies: only cohort can catch it (mpirun's exit
+# status is then 0 in any case, so the text decides). Both survivors (ranks 0 and 2) must fail
+# with cohort's message naming themselves, the step and the operation they were waiting in
+# (regexes: rank 1's part of a small collective may already have arrived, so the survivors can
+# get one operation further), and rank 1 as silent since the step it stopped at, within the 3 s
+# deadline plus 1.5 s of the fault.
+function(fault signal at step survivor_step what)
+  set(extra ${ARGN})
+  set(step_args)
+  set(heard "last heard at step ${step}")
+  if(step STREQUAL "any")
+    set(heard "last heard at step [0-9]+")
+  else()
+    set(step_args --at-step ${step})
+  endif()
+  if(step STREQUAL "0") # rank 1 stopped in the first collective, before its first beat
+    set(heard "${heard}|never heard since start-up")
+  endif()
+  run(3 rc out 60 --enable-recovery -- fault --signal ${signal} --at "${at}" ${step_args} --stamp ${WORK}/stamp
+      --save ${WORK}/ckpt.safetensors ${extra})
+  if(signal STREQUAL "kill")
+    set(sig SIGKILL)
+  else()
+    set(sig SIGSTOP)
+  endif()
+  if(NOT out MATCHES "rank 1 stops \\(${sig}\\) inside [^\n]*${at}")
+    message(FATAL_ERROR "rank 1 never reached \"${at}\" (or did not stop there):\n${out}")
+  endif()
+  if(out MATCHES "training went on" OR out MATCHES "mpirun noticed that process rank")
+    message(FATAL_ERROR "the survivors did not catch rank 1 (or mpirun did first):\n${out}")
+  endif()
+  foreach(r 0 2)
+    set(pattern "rank ${r} of 3 \\([^)]*\\), step ${survivor_step}: (${what})[^\n]* (did not complete within 3 s|was abandoned: rank [02] gave up at step [0-9]+ \\(see its message\\)); rank 1 (silent for [0-9.]+ s \\((${heard})\\)|unreachable[^\n]*): stopped, hung or died")
+    if(NOT out MATCHES "${pattern}")
+      message(FATAL_ERROR "rank ${r} did not report rank 1 with cohort's message (\"${pattern}\"):\n${out}")
+    endif()
+    if(NOT out MATCHES "rank ${r}: detected ([0-9]+) ms after rank 1 stopped")
+      message(FATAL_ERROR "rank ${r} did not say when it caught the fault:\n${out}")
+    endif()
+    if(CMAKE_MATCH_1 GREATER 4500)
+      message(FATAL_ERROR "rank ${r} caught the fault ${CMAKE_MATCH_1} ms after it (deadline 3 s):\n${out}")
+    endif()
+    message(STATUS "rank ${r} named rank 1 ${CMAKE_MATCH_1} ms after it stopped")
+  endforeach()
 endfunction()
 
 function(expect_failure_with rc out pattern)
@@ -96,25 +147,25 @@ elseif(CASE STREQUAL "mismatch")
   expect_failure_with("${rc}" "${out}" "rank 0: the ranks do not train the same thing: rank\\(s\\) 1 differ from rank 0")
   expect_failure_with("${rc}" "${out}" "rank 1: the ranks do not train the same thing")
   expect_failure_with("${rc}" "${out}" "Linear<6272,64> 6272 -> 64\", rank 1 has \"layer 4: Linear<6272,128>")
-elseif(CASE STREQUAL "kill")
-  string(TIMESTAMP t0 "%s")
-  run(2 rc out 60 -- kill)
-  string(TIMESTAMP t1 "%s")
-  math(EXPR took "${t1} - ${t0}")
-  expect_failure_with("${rc}" "${out}" "rank 1|process rank 1")
-  if(took GREATER 45)
-    message(FATAL_ERROR "the survivors took ${took} s to stop (deadline 3 s)")
-  endif()
-elseif(CASE STREQUAL "hang")
-  string(TIMESTAMP t0 "%s")
-  run(2 rc out 60 -- hang)
-  string(TIMESTAMP t1 "%s")
-  math(EXPR took "${t1} - ${t0}")
-  expect_failure_with("${rc}" "${out}"
-                      "rank 0 of 2 \\([^)]*\\), step 3: the all-reduce of gradient bucket [0-9]+ .* did not complete within 3 s; no word from rank\\(s\\) 1 at this step")
-  if(took GREATER 45)
-    message(FATAL_ERROR "the survivor took ${took} s to stop (deadline 3 s)")
-  endif()
+elseif(CASE STREQUAL "kill" OR CASE STREQUAL "device_kill")
+  fault(kill "gradient bucket" 3 3 "the all-reduce of gradient bucket [0-9]+|the all-reduce of the loss")
+elseif(CASE STREQUAL "hang" OR CASE STREQUAL "device_hang")
+  fault(stop "gradient bucket" 3 3 "the all-reduce of gradient bucket [0-9]+|the all-reduce of the loss")
+elseif(CASE STREQUAL "hang_uneven_deadlines")
+  # Rank 2 would wait 8 s: it must stop when rank 0 gives up (its failure travels on the
+  # liveness channel), not at its own deadline, and still name rank 1.
+  fault(stop "gradient bucket" 3 3 "the all-reduce of gradient bucket [0-9]+|the all-reduce of the loss"
+        --rank2-timeout 8)
+elseif(CASE STREQUAL "stall_startup")
+  fault(stop "the comparison of the ranks' networks" 0 0 "the comparison of the ranks' networks|the broadcast of rank 0's")
+elseif(CASE STREQUAL "stall_broadcast")
+  fault(stop "the broadcast of rank 0's initial parameters" 0 0 "the broadcast of rank 0's")
+elseif(CASE STREQUAL "stall_loss")
+  fault(stop "the all-reduce of the loss" 4 "[45]" "the all-reduce of the loss|the all-reduce of gradient bucket")
+elseif(CASE STREQUAL "stall_evaluation") # after epoch 0 (steps 0-2), before step 3
+  fault(stop "the evaluation counts" any "[23]" "the all-reduce of the evaluation counts|the all-reduce of gradient bucket")
+elseif(CASE STREQUAL "stall_checkpoint") # after step 5
+  fault(stop "the barrier before saving" any 5 "the barrier before saving a checkpoint|the barrier after saving")
 elseif(CASE STREQUAL "environment")
   run(2 rc out 120 -x WORLD_SIZE=5 -- equivalence)
   expect_failure_with("${rc}" "${out}" "the environment has WORLD_SIZE=\"5\" but MPI reports 2")

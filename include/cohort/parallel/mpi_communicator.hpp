@@ -12,9 +12,12 @@
 /// duplicate of MPI_COMM_WORLD), and turned into DistributedError. After one, the process ends
 /// with MPI_Abort rather than MPI_Finalize, so a rank that is stuck cannot hold the others.
 ///
-/// Which rank is missing: at the start of every step each rank sends its step number to every
-/// other rank (tiny non-blocking messages). When a collective misses its deadline, the ranks
-/// whose message for this step has not arrived are named ("no word from rank 1 at step 17").
+/// Which rank is missing: every rank beats on a liveness channel of its own while it is inside
+/// cohort's communication (parallel/mpi_liveness.hpp). When a collective misses its deadline,
+/// the ranks not heard from lately are named ("rank 1 silent for 3.02 s (last heard at step 3)"),
+/// also when they stopped inside that very collective; the rank that gives up tells the others,
+/// which fail at once with their own view. Every collective is started, then waited for, and
+/// reports its start through started() (the hook tests use to stop a rank inside it).
 
 #include <mpi.h>
 
@@ -22,12 +25,17 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "cohort/core/error.hpp"
+#include "cohort/parallel/mpi_liveness.hpp"
 
 namespace cohort {
 
@@ -42,7 +50,12 @@ struct MpiState {
     MPI_Initialized(&init);
     MPI_Finalized(&done);
     if (!init || done) return;
-    if (failed) MPI_Abort(MPI_COMM_WORLD, 1); // peers may be stuck in a collective: take them down
+    if (failed) {
+      // The other ranks were told this one gave up: let them say what they saw before MPI_Abort
+      // takes them down (peers stuck in a collective would otherwise hold the job).
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     if (owns) MPI_Finalize();
   }
   static MpiState& get() {
@@ -50,6 +63,14 @@ struct MpiState {
     return s;
   }
 };
+
+/// Test seam: called on this rank right after it has started each collective (its part is
+/// posted), with the name its wait uses and the step. Fault tests stop or kill a rank there,
+/// inside a collective; empty otherwise.
+inline std::function<void(std::string_view what, std::uint64_t step)>& collective_started_hook() {
+  static std::function<void(std::string_view, std::uint64_t)> hook;
+  return hook;
+}
 
 inline std::string mpi_error_text(int code) {
   char buf[MPI_MAX_ERROR_STRING];
@@ -90,49 +111,34 @@ class MpiCommunicator {
   explicit MpiCommunicator(double timeout_s) : timeout_s_(timeout_s) {
     if (!(timeout_s > 0)) throw ValueError(detail::concat("ProcessGroupDDP: timeout_s must be > 0, found ", timeout_s));
     ensure_mpi();
-    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
-    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
-    check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    host_.assign(name, std::size_t(len));
+    // Non-blocking duplicates under the deadline: a rank that never arrives is an error, not a hang.
+    comm_ = duplicate_of(MPI_COMM_WORLD, "the creation of the communicator (start-up)");
+    MPI_Comm beats = duplicate_of(comm_, "the creation of the liveness channel (start-up)");
+    live_ = std::make_unique<detail::MpiLiveness>(beats, rank_, size_, beat_interval());
+    beat_comm_ = beats;
     MPI_Comm node;
     check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
     MPI_Comm_rank(node, &local_rank_);
     MPI_Comm_size(node, &local_size_);
     MPI_Comm_free(&node);
-    char name[MPI_MAX_PROCESSOR_NAME];
-    int len = 0;
-    MPI_Get_processor_name(name, &len);
-    host_.assign(name, std::size_t(len));
-    heard_.assign(std::size_t(size_), 0);
-    heartbeat_in_.assign(std::size_t(size_), MPI_REQUEST_NULL);
-    heartbeat_out_.assign(std::size_t(size_), MPI_REQUEST_NULL);
   }
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
   ~MpiCommunicator() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized && !detail::MpiState::get().failed) {
-      // The last step's heartbeats have arrived or are on their way: let them finish in the
-      // background (cancelling a matched send can stall some MPI implementations).
-      for (auto* reqs : {&heartbeat_in_, &heartbeat_out_})
-        for (auto& r : *reqs) {
-          int done = 0;
-          if (r != MPI_REQUEST_NULL) MPI_Test(&r, &done, MPI_STATUS_IGNORE);
-          if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
-        }
-      MPI_Comm_free(&comm_);
-    }
+    live_.reset(); // its requests first: they belong to beat_comm_
+    release(beat_comm_);
+    release(comm_);
   }
 
   /// Another communicator over the same ranks (errors returned, not fatal), for collectives
   /// that must not be ordered with this one's. Free it with release().
-  MPI_Comm duplicate() const {
-    MPI_Comm c = MPI_COMM_NULL;
-    check(MPI_Comm_dup(comm_, &c), "MPI_Comm_dup");
-    check(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    return c;
-  }
+  MPI_Comm duplicate() { return duplicate_of(comm_, "the creation of a communicator"); }
   /// Frees a communicator from duplicate() (not after a failure: peers may be gone).
   static void release(MPI_Comm& c) noexcept {
     int finalized = 0;
@@ -150,26 +156,22 @@ class MpiCommunicator {
   MPI_Comm handle() const noexcept { return comm_; }
   double timeout() const noexcept { return timeout_s_; }
 
-  /// Marks the start of training step `step`: tells every other rank, and listens for theirs.
+  /// Marks the start of training step `step` (named in errors). Every rank hears of it at once:
+  /// a rank that falls silent is then reported with the step it stopped in.
   void begin_step(std::uint64_t step) {
     step_ = step;
-    if (size_ == 1) return;
-    // Last step's messages have all arrived or are arriving (every rank took part in last
-    // step's collectives); still, never wait without a deadline.
-    for (auto* reqs : {&heartbeat_in_, &heartbeat_out_})
-      for (auto& r : *reqs)
-        if (r != MPI_REQUEST_NULL) wait(r, "the heartbeat of the previous step");
-    beat_ = step;
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      check(
-          MPI_Irecv(&heard_[std::size_t(p)], 1, MPI_UINT64_T, p, heartbeat_tag, comm_, &heartbeat_in_[std::size_t(p)]),
-          "MPI_Irecv (heartbeat)");
-      check(MPI_Isend(&beat_, 1, MPI_UINT64_T, p, heartbeat_tag, comm_, &heartbeat_out_[std::size_t(p)]),
-            "MPI_Isend (heartbeat)");
-    }
+    if (live_) live_->poll_now(beat());
+    keep_alive(detail::concat("the start of step ", step));
   }
   std::uint64_t step() const noexcept { return step_; }
+
+  /// Call right after this rank has started a collective (its part posted), with the name its
+  /// wait will use: counts it, beats if due, and fails at once if another rank has given up.
+  void started(const std::string& what) {
+    ++op_;
+    if (auto& hook = detail::collective_started_hook()) hook(what, step_);
+    keep_alive(what);
+  }
 
   /// Waits for `req` until the deadline; `what` names the operation in errors ("the all-reduce
   /// of gradient bucket 2"). Calls `progress()` while waiting.
@@ -186,11 +188,12 @@ class MpiCommunicator {
     wait(req, what, [] {});
   }
   /// Calls `done()` (which tests requests and starts follow-up operations) until it returns
-  /// true; past the deadline, fails naming `what` and the ranks not heard from at this step.
+  /// true; past the deadline, fails naming `what` and the ranks that fell silent.
   template <class Done>
   void wait_until(const std::string& what, Done&& done) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
     for (int spins = 0; !done(); ++spins) {
+      keep_alive(what);
       if (std::chrono::steady_clock::now() > deadline) fail_timeout(what);
       if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50)); // yield the core
     }
@@ -199,6 +202,7 @@ class MpiCommunicator {
   void barrier(const std::string& what) {
     MPI_Request r;
     check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier", what);
+    started(what);
     wait(r, what);
   }
   void broadcast(void* data, std::size_t bytes, int root, const std::string& what) {
@@ -206,6 +210,7 @@ class MpiCommunicator {
       const int n = int(std::min<std::size_t>(bytes - done, std::size_t(1) << 30));
       MPI_Request r;
       check(MPI_Ibcast(static_cast<char*>(data) + done, n, MPI_BYTE, root, comm_, &r), "MPI_Ibcast", what);
+      started(what);
       wait(r, what);
       done += std::size_t(n);
     }
@@ -213,6 +218,7 @@ class MpiCommunicator {
   void allreduce_sum(double* data, std::size_t n, const std::string& what) {
     MPI_Request r;
     check(MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_DOUBLE, MPI_SUM, comm_, &r), "MPI_Iallreduce", what);
+    started(what);
     wait(r, what);
   }
   /// Every rank's `mine` (same size everywhere), rank-major.
@@ -220,6 +226,7 @@ class MpiCommunicator {
     std::vector<std::uint64_t> all(static_cast<std::size_t>(size_));
     MPI_Request r;
     check(MPI_Iallgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_, &r), "MPI_Iallgather", what);
+    started(what);
     wait(r, what);
     return all;
   }
@@ -238,6 +245,7 @@ class MpiCommunicator {
     check(MPI_Iallgatherv(mine.data(), int(mine.size()), MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR,
                           comm_, &r),
           "MPI_Iallgatherv", what);
+    started(what);
     wait(r, what);
     std::vector<std::string> out;
     for (int p = 0; p < size_; ++p)
@@ -246,39 +254,109 @@ class MpiCommunicator {
   }
 
   /// Throws DistributedError for a failed MPI call (and ends MPI with MPI_Abort at exit).
-  void check(int code, const char* call, const std::string& what = {}) const {
+  void check(int code, const char* call, const std::string& what = {}) {
     if (code == MPI_SUCCESS) return;
-    fail(detail::concat(call, what.empty() ? "" : " (" + what + ")", " failed: ", detail::mpi_error_text(code)));
+    std::string message =
+        detail::concat(call, what.empty() ? "" : " (" + what + ")", " failed: ", detail::mpi_error_text(code));
+    if (live_ && !live_->silent(silent_after()).empty()) message += "; " + silent_ranks(silent_after());
+    fail(message);
   }
-  [[noreturn]] void fail(const std::string& message) const {
+  /// Throws DistributedError naming this rank and the step, after telling the other ranks that
+  /// this one gives up (they then fail at once, each naming what it saw).
+  [[noreturn]] void fail(const std::string& message) {
     detail::MpiState::get().failed = true;
+    if (live_) live_->announce_failure(beat(), 0.5);
     throw DistributedError(
         detail::concat("rank ", rank_, " of ", size_, " (", host_, "), step ", step_, ": ", message));
   }
 
  private:
-  static constexpr int heartbeat_tag = 7301;
+  detail::MpiLiveness::Beat beat() const noexcept { return {.step = step_, .op = op_}; }
 
-  [[noreturn]] void fail_timeout(const std::string& what) {
-    std::string missing;
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_ || heartbeat_in_[std::size_t(p)] == MPI_REQUEST_NULL) continue;
-      int arrived = 0;
-      MPI_Test(&heartbeat_in_[std::size_t(p)], &arrived, MPI_STATUS_IGNORE);
-      if (!arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+  /// Live ranks inside cohort's communication beat this often: often enough that one is never
+  /// taken for a silent one, rarely enough to cost nothing.
+  double beat_interval() const noexcept { return std::clamp(timeout_s_ / 10, 1e-3, 1.0); }
+  /// At a missed deadline a rank is silent when not heard from for this long: one that stopped in
+  /// the collective has been silent for about the whole deadline by then.
+  double silent_after() const noexcept { return std::max(3 * beat_interval(), timeout_s_ / 2); }
+
+  /// Beats, takes in the others' beats, and fails if one of them gave up.
+  void keep_alive(const std::string& what) {
+    if (!live_) return;
+    live_->poll(beat());
+    if (const int p = live_->failed_peer(); p >= 0) {
+      const auto& b = live_->peer(p).beat;
+      std::string message =
+          detail::concat(what, " was abandoned: rank ", p, " gave up at step ", b.step, " (see its message)");
+      // Before this rank's own deadline: a rank that missed three beats is silent.
+      if (!live_->silent(3 * beat_interval()).empty()) message += "; " + silent_ranks(3 * beat_interval());
+      fail(message);
     }
-    fail(detail::concat(what, " did not complete within ", timeout_s_, " s; ",
-                        missing.empty() ? std::string("every rank reached this step (one may have stopped inside it)")
-                                        : "no word from rank(s) " + missing + " at this step (stopped, hung or died)"));
   }
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  /// "rank 1 silent for 3.02 s (last heard at step 3): stopped, hung or died", for every silent rank.
+  std::string silent_ranks(double after) const {
+    std::string out;
+    for (const int p : live_->silent(after)) {
+      const auto& q = live_->peer(p);
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.2f", live_->seconds_since_heard(p));
+      out += out.empty() ? "" : "; ";
+      if (q.error != MPI_SUCCESS)
+        out += detail::concat("rank ", p, " unreachable (", detail::mpi_error_text(q.error), ")");
+      else if (!q.heard)
+        out += detail::concat("rank ", p, " silent for ", seconds, " s (never heard since start-up)");
+      else
+        out += detail::concat("rank ", p, " silent for ", seconds, " s (last heard at step ", q.beat.step, ")");
+    }
+    return out + ": stopped, hung or died";
+  }
+
+  [[noreturn]] void fail_timeout(const std::string& what) {
+    std::string message = detail::concat(what, " did not complete within ", timeout_s_, " s; ");
+    if (!live_->silent(silent_after()).empty()) {
+      message += silent_ranks(silent_after());
+    } else { // everybody is alive: they must be waiting in different operations
+      message += "every rank is alive (";
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        const auto& q = live_->peer(p);
+        message += detail::concat(p == (rank_ == 0 ? 1 : 0) ? "" : "; ", "rank ", p, " at step ", q.beat.step, " with ",
+                                  q.beat.op, " collectives started");
+      }
+      message += detail::concat("; this rank ", op_, "): the ranks are not in the same operation");
+    }
+    fail(message);
+  }
+
+  /// A duplicate of `parent` with errors returned, waited for under the deadline.
+  MPI_Comm duplicate_of(MPI_Comm parent, const std::string& what) {
+    MPI_Comm c = MPI_COMM_NULL;
+    MPI_Request r;
+    check(MPI_Comm_idup(parent, &c, &r), "MPI_Comm_idup", what);
+    if (live_) started(what);
+    if (live_) {
+      wait(r, what);
+    } else { // no liveness channel yet: a plain deadline
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+      for (int done = 0; !done;) {
+        check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test", what);
+        if (!done && std::chrono::steady_clock::now() > deadline)
+          fail(detail::concat(what, " did not complete within ", timeout_s_,
+                              " s: a rank did not start, or stopped or died before reaching it"));
+        if (!done) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    check(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", what);
+    return c;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL, beat_comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;
   double timeout_s_;
-  std::uint64_t step_ = 0, beat_ = 0;
-  std::vector<std::uint64_t> heard_;
-  std::vector<MPI_Request> heartbeat_in_, heartbeat_out_;
+  std::uint64_t step_ = 0, op_ = 0;
+  std::unique_ptr<detail::MpiLiveness> live_;
 };
 
 } // namespace cohort

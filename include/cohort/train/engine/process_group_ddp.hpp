@@ -333,11 +333,13 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
                                  MPI_FLOAT, gather_comm_, &s.req),
                   "MPI_Iallgather", bucket_name(b));
       s.stage = 3;
+      comm_.started(bucket_name(b));
     } else {
       comm_.check(MPI_Ireduce_scatter(grads_.values.data() + k.begin, s.segment.data(), s.counts.data(), MPI_FLOAT,
                                       MPI_SUM, scatter_comm_, &s.req),
                   "MPI_Ireduce_scatter", bucket_name(b));
       s.stage = 1;
+      comm_.started(bucket_name(b));
     }
   }
 
@@ -357,6 +359,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
                                   s.counts.data(), s.displs.data(), MPI_FLOAT, gather_comm_, &s.req),
                   "MPI_Iallgatherv", bucket_name(next_gather_));
       s.stage = 3;
+      comm_.started(bucket_name(next_gather_));
       ++next_gather_;
     }
   }

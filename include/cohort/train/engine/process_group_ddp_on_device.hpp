@@ -86,6 +86,7 @@ class RankAllReduce {
     comm.check(
         MPI_Iallreduce(MPI_IN_PLACE, sums_.data() + k.begin, int(k.size()), MPI_DOUBLE, MPI_SUM, comm_, &requests_[b]),
         "MPI_Iallreduce", bucket_name(b));
+    comm.started(bucket_name(b));
     ++next_;
     progress(comm);
   }
