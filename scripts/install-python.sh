@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv with what the tests and benchmarks compare against: PyTorch (CPU use only),
-# numpy and safetensors; and Conan 2, which the packaging.conan_create test runs.
+# numpy and safetensors; Conan 2, which the packaging.conan_create test runs; and, on a machine
+# without the CUDA toolkit, the CCCL headers the device tests compile against.
 #   scripts/install-python.sh            -> .venv/bin/python
 #
 # PyPI's torch wheel pulls several GB of CUDA libraries. Where the CUDA 13 toolkit is already
@@ -10,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_VERSION="2.15.0"
 CONAN_VERSION="2.34.0"
+CCCL_VERSION="13.0.85" # the CCCL of the CUDA 13.0 toolkit CI compiles with
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 PY=.venv/bin/python
 LOG=$(mktemp)
@@ -26,6 +28,12 @@ if ! $PY -c "import torch" 2>/dev/null; then
   else
     pip_install "torch==${TORCH_VERSION}"
   fi
+fi
+# The device tests (Thrust on OpenMP) need the CCCL headers: the CUDA toolkit has them; without one,
+# the same CCCL release (CUDA 13.0's) from PyPI (scripts/cccl_include.py finds it).
+if [ ! -e /usr/local/cuda/include/cccl/thrust/device_vector.h ] && ! $PY scripts/cccl_include.py >/dev/null 2>&1; then
+  pip_install "nvidia-cuda-cccl==${CCCL_VERSION}"
+  echo "install-python: CCCL ${CCCL_VERSION} headers from PyPI in $($PY scripts/cccl_include.py)"
 fi
 # Conan 2 for the packaging.conan_create ctest (conanfile.py, test_package/, conan/profiles/).
 if [ "$(.venv/bin/conan --version 2>/dev/null)" != "Conan version ${CONAN_VERSION}" ]; then

@@ -2,14 +2,39 @@
 # Everything from a fresh Debian 12 machine to a tested build:
 #   scripts/test.sh
 # installs the packages and the Python reference (PyTorch), configures, builds every test binary
-# once and runs the whole suite with ctest.
+# once, runs the whole suite with ctest, and says which test groups ran: it fails when a group
+# this machine can run is missing (scripts/test_groups.py), and says loudly what it cannot run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t0=$(date +%s)
 scripts/install-deps.sh
 scripts/install-python.sh
 JOBS=$(nproc)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
+
+# The groups every machine set up by the two scripts above runs.
+groups=(cpu device_omp mpi packaging format asan tsan fuzz)
+cmake_args=(-DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python")
+# The device tests need the CCCL headers (Thrust): the CUDA toolkit's, or, without a toolkit,
+# the same CCCL release from PyPI that install-python.sh put into .venv.
+if [ ! -e /usr/local/cuda/include/cccl/thrust/device_vector.h ]; then
+  cccl=$(.venv/bin/python scripts/cccl_include.py)
+  echo "test.sh: no CUDA toolkit at /usr/local/cuda: the device tests use CCCL from PyPI ($cccl)"
+  cmake_args+=(-DCOHORT_CCCL_INCLUDE_DIR="$cccl")
+fi
+# The CUDA build (nvcc) can only be checked where the toolkit is installed.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  groups+=(cuda-compile)
+else
+  echo "test.sh: WARNING: no nvcc on this machine: the CUDA build (group cuda-compile) is NOT checked here"
+fi
+echo "test.sh: groups this machine must run: ${groups[*]}"
+
+cmake -S . -B build "${cmake_args[@]}" >/dev/null
 start=$(date +%s)
 cmake --build build -j "$JOBS"
-echo "test.sh: build took $(( $(date +%s) - start )) s"
-ctest --test-dir build --output-on-failure -j "$JOBS"
+echo "test.sh: build took $(($(date +%s) - start)) s"
+status=0
+ctest --test-dir build --output-on-failure -j "$JOBS" --output-junit ctest-junit.xml || status=$?
+python3 scripts/test_groups.py build/ctest-junit.xml --require "${groups[@]}" || status=1
+echo "test.sh: everything took $(($(date +%s) - t0)) s"
+exit $status
