@@ -12,5 +12,10 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libopenmpi-dev openmpi-bin libopenblas-dev \
   dataset-fashion-mnist \
   python3 python3-venv python3-pip \
-  clang-format >/dev/null
+  clang-format \
+  clang-14 libclang-rt-14-dev llvm >/dev/null
+# clang-14 + libclang-rt-14-dev: the libFuzzer targets (tests/fuzz/, ctest label fuzz) and
+# their sanitizer runtimes; llvm: llvm-symbolizer on the PATH, for file:line in sanitizer
+# reports. The asan.* and tsan.* groups use g++'s runtimes (libasan8, libubsan1, libtsan2, which
+# build-essential brings).
 echo "install-deps: Debian packages installed"

@@ -12,7 +12,7 @@ scripts/install-python.sh
 JOBS=$(nproc)
 
 # The groups every machine set up by the two scripts above runs.
-groups=(cpu device_omp mpi packaging format)
+groups=(cpu device_omp mpi packaging format asan tsan fuzz)
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python")
 # The device tests need the CCCL headers (Thrust): the CUDA toolkit's, or, without a toolkit,
 # the same CCCL release from PyPI that install-python.sh put into .venv.

@@ -195,10 +195,8 @@ TEST_CASE("Dataset: find_idx_files prefers raw files, falls back to gz, and list
 }
 
 TEST_CASE("Dataset: Fashion-MNIST from the Debian package has 6000 and 1000 samples of each class") {
-  if (!fs::is_directory(default_data_dir)) {
-    MESSAGE("skipped: " << default_data_dir.string() << " does not exist (apt install dataset-fashion-mnist)");
-    return;
-  }
+  if (!fs::is_directory(default_data_dir))
+    COHORT_SKIP(default_data_dir.string() << " does not exist (apt install dataset-fashion-mnist)");
   using Data = ImageDataset<Shape<1, 28, 28>>;
   const auto files = find_idx_files(default_data_dir, Split::train);
   const auto train_images = read_idx(files.images, idx_images_magic);

@@ -6,15 +6,20 @@
 #pragma GCC diagnostic ignored "-Wrestrict"
 #pragma GCC diagnostic ignored "-Wstringop-overread"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <string>
+#include <utility>
 
 #include <cohort/io/safetensors.hpp>
 
 #include "support/fixtures.hpp"
+#include "support/safetensors_bytes.hpp"
 
 using namespace cohort;
+using namespace cohort::test;
 namespace fs = std::filesystem;
 
 namespace {
@@ -26,20 +31,6 @@ struct TempDir {
   }
   ~TempDir() { fs::remove_all(path); }
 };
-
-std::vector<char> file_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::vector<char> with_header(const std::string& header, std::size_t data_bytes) {
-  std::vector<char> b(8);
-  std::uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) b[std::size_t(i)] = char((n >> (8 * i)) & 0xFF);
-  b.insert(b.end(), header.begin(), header.end());
-  b.resize(b.size() + data_bytes, 0);
-  return b;
-}
 
 void check_rejected(const std::string& header, std::size_t data_bytes, const std::string& fragment) {
   try {
@@ -153,4 +144,186 @@ TEST_CASE("safetensors: writes are atomic, a failed write leaves the old file") 
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path)) ++files;
   CHECK(files == 1); // no temporary left behind
   CHECK_THROWS_AS(SafetensorsFile::read(dir.path / "missing.safetensors"), IoError);
+}
+
+// --- Checksums (cohort.crc32c.*) and escaped error text ------------------------------------------
+
+namespace {
+/// A small cohort file: two tensors and one metadata entry.
+std::vector<char> cohort_file(const fs::path& dir) {
+  const std::vector<float> a{1.f, 2.f, 3.f}, b{-1.f, 0.5f};
+  SafetensorsWriter w;
+  w.add<float>("a", {3}, a);
+  w.add<float>("b", {2, 1}, b);
+  w.set_metadata("format", "pt");
+  w.write(dir / "c.safetensors");
+  return file_bytes(dir / "c.safetensors");
+}
+
+std::string checksum_error(std::vector<char> bytes) {
+  try {
+    SafetensorsFile::parse("c.safetensors", std::move(bytes));
+  } catch (const ChecksumError& e) {
+    return e.what();
+  }
+  FAIL("no ChecksumError");
+  return {};
+}
+
+} // namespace
+
+TEST_CASE("safetensors: every tensor and the header carry a CRC32C, Python's files carry none") {
+  TempDir dir;
+  cohort_file(dir.path);
+  const auto f = SafetensorsFile::read(dir.path / "c.safetensors");
+  CHECK(f.checksummed());
+  for (const auto& e : f.entries()) {
+    const auto data = f.bytes(e);
+    CHECK(f.metadata().at("cohort.crc32c." + e.name) == detail::crc_hex(crc32c(data.data(), data.size())));
+  }
+  CHECK(f.metadata().at("cohort.crc32c").size() == 8);
+  CHECK(f.metadata().at("format") == "pt");
+  CHECK_FALSE(cohort::test::fixture("layer_linear").checksummed()); // written by Python, loads unchecked
+
+  SafetensorsWriter w;
+  CHECK_THROWS_AS(w.set_metadata("cohort.crc32c.a", "00000000"), ValueError);
+  CHECK_THROWS_AS(w.set_metadata("cohort.crc32c", "00000000"), ValueError);
+  CHECK_NOTHROW(w.set_metadata("cohort.crc32cx", "not a checksum key"));
+  const std::vector<float> x{1.f};
+  CHECK_THROWS_AS(w.add<float>("__metadata__", {1}, x), ValueError);
+}
+
+TEST_CASE("safetensors: a flipped payload bit is a ChecksumError naming the file, tensor and both CRCs") {
+  TempDir dir;
+  auto bytes = cohort_file(dir.path);
+  const auto f = SafetensorsFile::parse("c.safetensors", bytes);
+  const auto& b = f.at("b");
+  const std::size_t at = 8 + header_of(bytes).size() + b.begin + 5; // a byte of tensor "b"
+  bytes[at] = char(bytes[at] ^ 0x10);
+  auto corrupt_b = f.values<float>("b");
+  reinterpret_cast<char*>(corrupt_b.data())[5] ^= 0x10;
+  const std::string m = checksum_error(bytes);
+  CHECK(m == "c.safetensors: tensor \"b\": checksum mismatch: expected CRC32C " + f.metadata().at("cohort.crc32c.b") +
+                 ", found " + detail::crc_hex(crc32c(corrupt_b.data(), 8)) +
+                 " over its 8 bytes (at data offsets 12..20): the tensor's data is corrupt");
+  CHECK_THROWS_AS(SafetensorsFile::parse("c.safetensors", bytes), FormatError); // a ChecksumError is a FormatError
+}
+
+TEST_CASE("safetensors: every single-bit flip of a cohort file is rejected or leaves its meaning unchanged") {
+  TempDir dir;
+  const auto good = cohort_file(dir.path);
+  const auto ref = SafetensorsFile::parse("c.safetensors", good);
+  std::size_t rejected = 0, harmless = 0;
+  for (std::size_t i = 0; i < good.size(); ++i)
+    for (int bit = 0; bit < 8; ++bit) {
+      auto bad = good;
+      bad[i] = char(bad[i] ^ (1 << bit));
+      try {
+        const auto f = SafetensorsFile::parse("c.safetensors", std::move(bad));
+        // Accepted: only JSON whitespace may have changed (the header's padding).
+        ++harmless;
+        REQUIRE(f.metadata() == ref.metadata());
+        REQUIRE(f.entries().size() == ref.entries().size());
+        for (const auto& e : ref.entries()) {
+          const auto a = f.bytes(f.at(e.name)), b = ref.bytes(e);
+          REQUIRE(f.at(e.name).dtype == e.dtype);
+          REQUIRE(f.at(e.name).shape == e.shape);
+          REQUIRE(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+        }
+      } catch (const FormatError&) {
+        ++rejected;
+      }
+    }
+  INFO(rejected << " rejected, " << harmless << " harmless");
+  CHECK(rejected + harmless == good.size() * 8);
+  CHECK(harmless < 8 * 8); // a few padding spaces may turn into other whitespace
+}
+
+TEST_CASE("safetensors: missing, orphaned, malformed or mismatching checksums are ChecksumErrors") {
+  TempDir dir;
+  const auto good = cohort_file(dir.path);
+  const std::string h = header_of(good);
+  // A tensor without its checksum in a checksummed file.
+  CHECK(checksum_error(edit_header(good, entry_text(h, "cohort.crc32c.b"), "")) ==
+        "c.safetensors: tensor \"b\" has no checksum (\"cohort.crc32c.b\") though the file carries checksums");
+  // A checksum for a tensor the file does not hold.
+  CHECK(checksum_error(edit_header(good, "\"format\"", "\"cohort.crc32c.zz\":\"00000000\",\"format\"")) ==
+        "c.safetensors: metadata \"cohort.crc32c.zz\" is the checksum of a tensor the file does not hold");
+  // Tensor checksums without the header checksum.
+  CHECK(checksum_error(edit_header(good, entry_text(h, "cohort.crc32c"), ""))
+            .find("has tensor checksums (cohort.crc32c.*) but no header checksum (cohort.crc32c)") !=
+        std::string::npos);
+  // Not 8 lowercase hex digits.
+  const std::string b_entry = entry_text(h, "cohort.crc32c.b");
+  CHECK(checksum_error(edit_header(good, b_entry, "\"cohort.crc32c.b\":\"12345g78\",")) ==
+        "c.safetensors: metadata \"cohort.crc32c.b\" is \"12345g78\", expected a CRC32C as 8 lowercase hex digits");
+  for (const char* bad : {"-1234567", "ABCDEF01", "1234567", "123456789"})
+    CHECK(checksum_error(edit_header(good, b_entry, std::string("\"cohort.crc32c.b\":\"") + bad + "\","))
+              .find("8 lowercase hex digits") != std::string::npos);
+  // The header checksum covers metadata values, dtypes and shapes (a same-size dtype change
+  // passes every structural check).
+  const std::string expected_header = SafetensorsFile::parse("c", good).metadata().at("cohort.crc32c");
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"\"pt\"", "\"pu\""},
+                                 {"\"dtype\":\"F32\",\"shape\":[2,1]", "\"dtype\":\"I32\",\"shape\":[2,1]"},
+                                 {"\"shape\":[2,1]", "\"shape\":[1,2]"}}) {
+    const std::string m = checksum_error(edit_header(good, from, to));
+    INFO(m);
+    CHECK(m.find("c.safetensors: header checksum mismatch: expected CRC32C " + expected_header +
+                 " (cohort.crc32c), found ") == 0);
+  }
+}
+
+TEST_CASE("safetensors: repeated tensor names or metadata keys are rejected") {
+  check_rejected(
+      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+      8, "tensor \"a\" appears twice");
+  check_rejected(R"({"__metadata__":{"k":"1","k":"2"}})", 0, "__metadata__ key \"k\" appears twice");
+  check_rejected(R"({"__metadata__":{},"__metadata__":{}})", 0, "__metadata__ appears twice");
+}
+
+TEST_CASE("safetensors: text from the file is escaped in error messages (no raw bytes reach a terminal)") {
+  const auto rejected_message = [](const std::string& header, std::size_t data_bytes) {
+    try {
+      SafetensorsFile::parse("bad.safetensors", with_header(header, data_bytes));
+    } catch (const FormatError& e) {
+      return std::string(e.what());
+    }
+    FAIL("accepted");
+    return std::string();
+  };
+  // A tensor name with a raw 0xff byte and an escaped 0x01 (the parser decodes \u0001).
+  std::string m =
+      rejected_message("{\"x\xff\\u0001\\\"\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8);
+  CHECK(m.find("tensor \"x\\xff\\x01\\\"\" spans 8 bytes") != std::string::npos);
+  CHECK(printable_ascii(m));
+  // A dtype with the same bytes.
+  m = rejected_message("{\"a\":{\"dtype\":\"\xff\\u0001\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
+  CHECK(m.find("has unknown dtype \"\\xff\\x01\"") != std::string::npos);
+  CHECK(printable_ascii(m));
+  // A metadata key; and a raw control byte, which JSON forbids in a string: the parse error
+  // quotes the bytes around it.
+  m = rejected_message("{\"__metadata__\":{\"k\xff\":7}}", 0);
+  CHECK(m.find("__metadata__ value of \"k\\xff\" is not a string") != std::string::npos);
+  CHECK(printable_ascii(m));
+  m = rejected_message("{\"a\x01\xfe\":{}}", 0);
+  CHECK(m.find("control character in string at byte 3 of the header, near \"{\\\"a\\x01\\xfe\\\":{}}\"") !=
+        std::string::npos);
+  CHECK(printable_ascii(m));
+  // Long text is cut.
+  m = rejected_message("{\"" + std::string(5000, 'n') + "\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}",
+                       8);
+  CHECK(m.find("... (5000 bytes in all)") != std::string::npos);
+  CHECK(m.size() < 600);
+  CHECK(detail::escaped("a\"\\\x7f\x1b[31m") == "a\\\"\\\\\\x7f\\x1b[31m");
+}
+
+TEST_CASE("safetensors: the committed fuzz seeds are valid files, with and without checksums") {
+  // tests/fuzz/corpus/safetensors (make_corpus.cpp): if the format changes, regenerate them, or
+  // the fuzzer starts from files it rejects at once and never reaches the loaders.
+  const fs::path seeds = fs::path(COHORT_FIXTURE_DIR).parent_path().parent_path() / "fuzz" / "corpus" / "safetensors";
+  for (const char* name : {"checkpoint", "weights"}) {
+    CAPTURE(name);
+    CHECK(SafetensorsFile::read(seeds / name).checksummed());
+    CHECK_FALSE(SafetensorsFile::read(seeds / (std::string(name) + "_unchecked")).checksummed());
+  }
 }

@@ -12,6 +12,7 @@
 #include <cohort/optim/optimizer_variant.hpp>
 
 #include "support/bands.hpp"
+#include "support/trained_weights.hpp"
 
 using namespace cohort;
 namespace fs = std::filesystem;
@@ -50,12 +51,6 @@ void check_same_as_held(O direct) {
     CHECK(std::equal(a[i].values.begin(), a[i].values.end(), b[i].values.begin()));
   }
 }
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("cohort_variant_" + std::to_string(std::random_device{}()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
 } // namespace
 
 TEST_CASE("OptimizerVariant: steps exactly like the optimiser it holds") {
@@ -69,7 +64,7 @@ TEST_CASE("OptimizerVariant: steps exactly like the optimiser it holds") {
 
 TEST_CASE("OptimizerVariant: checkpoints resume into the held optimiser, and only into it") {
   const test::Bands data(100, 1);
-  TempDir dir;
+  test::TempDir dir("cohort_variant_");
   const TrainerOptions o{.batch_size = 24, .seed = 3, .max_steps = 8, .log = nullptr};
   const TrainerOptions half{.batch_size = 24, .seed = 3, .max_steps = 4, .log = nullptr};
   const Adam<> adam({.lr = 1e-3, .eps = 1e-7});
@@ -81,8 +76,11 @@ TEST_CASE("OptimizerVariant: checkpoints resume into the held optimiser, and onl
   Trainer<models::ModelC, AnyOpt> first(AnyOpt(adam), half);
   first.fit(data, 10);
   first.save(dir.path / "half.safetensors");
-  Trainer<models::ModelC, Adam<>> second(adam, o);
-  second.resume(dir.path / "half.safetensors");
+  // Built with another seed: the checkpoint must restore it and the position.
+  TrainerOptions other_seed = o;
+  other_seed.seed = test::resume_seed;
+  Trainer<models::ModelC, Adam<>> second(adam, other_seed);
+  test::resume_checked(second, dir.path / "half.safetensors");
   second.fit(data, 10);
   CHECK(std::equal(straight.parameters().values.begin(), straight.parameters().values.end(),
                    second.parameters().values.begin()));

@@ -4,7 +4,8 @@
     python3 tests/reference/make_reference.py [--out DIR]
 
 Every fixture is a .safetensors file: inputs, the upstream gradient, and PyTorch's forward
-output, input gradient, parameter gradients and the parameters after 3 optimiser steps.
+output, input gradient, parameter gradients and the parameters after 3 optimiser steps (for the
+optimiser fixtures also the optimiser's state after each step).
 Layers use fixed random inputs and parameters; models A-D use cohort's own initialisation
 (mirrored in cohort_mirror.py) and, for model A, cohort's dropout masks. Runs on the CPU with
 one thread so the numbers are reproducible; check_reference.py regenerates and compares.
@@ -176,6 +177,10 @@ OPTIMIZERS = {
 
 
 def make_optimizers(out):
+    """Parameters after each step ("p1".."p3") and the optimiser's state then: "state1.exp_avg",
+    ... under the names of opt.state[p] (exp_avg, exp_avg_sq, max_exp_avg_sq, momentum_buffer,
+    square_avg, acc_delta), its step count as "stateN.step" (int64). SGD without momentum keeps no
+    buffer (PyTorch stores None)."""
     g = rng(3)
     p0 = randn(g, 37)
     grads = [randn(g, 37) for _ in range(3)]
@@ -189,6 +194,13 @@ def make_optimizers(out):
             opt.step()
             tensors[f"g{s + 1}"] = grads[s]
             tensors[f"p{s + 1}"] = t2n(p)
+            for key, value in opt.state[p].items():
+                if value is None:
+                    continue
+                if key == "step":
+                    tensors[f"state{s + 1}.step"] = np.array([int(value)], dtype=np.int64)
+                else:
+                    tensors[f"state{s + 1}.{key}"] = t2n(value)
         save(out, "optim_" + name, tensors, {"optimizer": cls.__name__, "options": kw})
 
 

@@ -1,16 +1,23 @@
 #pragma once
 // Tensor comparison for parity tests: max |a - b| <= rtol * max |b| over the tensor. Relative to
 // the tensor's scale, not element by element: a gradient entry that is 1e-9 where its neighbours
-// are 1 carries no information about correctness at float precision.
+// are 1 carries no information about correctness at float precision. Not relative to a whole
+// store either: next to a weight of magnitude 1, a bias of magnitude 1e-3 could be entirely wrong
+// within 1e-5 of the store's largest value. Stores are compared tensor by tensor
+// (compare_tensors).
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <iterator>
 #include <span>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
+
+#include <cohort/network/sequential.hpp>
 
 namespace cohort::test {
 
@@ -70,7 +77,112 @@ double relative_difference(const A& a, const B& b) {
       .worst;
 }
 
+/// What compare_tensors found: the worst tensor (by its difference over its limit) and every
+/// tensor over its limit.
+struct TensorComparison {
+  bool ok = true;
+  double worst = 0;   // the worst tensor's max |a - b| / max |b|
+  std::string tensor; // its state_dict name
+  std::string message;
+};
+
+/// Compares two flat stores of network `Net` (its `values`, or its `buffers` with `kind` =
+/// TensorKind::buffer; state_dict order, the layout's offsets) tensor by tensor, each to `rtol` of
+/// its own largest magnitude. `noise`: a tensor whose largest expected magnitude is under `noise`
+/// times the store's largest is analytically zero (a convolution's bias gradient before a
+/// BatchNorm): its rounding noise carries no scale of its own, so it only has to stay under that
+/// floor. 0 (the default): no such tensors.
+template <class Net, class A, class B>
+TensorComparison compare_tensors(const A& actual, const B& expected, double rtol, const std::string& what,
+                                 TensorKind kind = TensorKind::parameter, double noise = 0) {
+  const auto a = const_span(actual);
+  const auto b = const_span(expected);
+  TensorComparison out;
+  const std::size_t store = kind == TensorKind::parameter ? Net::parameter_store_size : Net::buffer_store_size;
+  if (a.size() != store || b.size() != store) {
+    out.ok = false;
+    out.worst = INFINITY;
+    out.message = what + ": sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size()) +
+                  ", the network's store has " + std::to_string(store);
+    return out;
+  }
+  double store_max = 0;
+  for (auto v : b) store_max = std::max(store_max, std::abs(double(v)));
+  double worst_ratio = -1;
+  std::string failed;
+  for (const LayoutEntry& e : Net::layout.entries) {
+    if (e.kind != kind) continue;
+    const auto ta = a.subspan(e.offset, e.spec.size());
+    const auto tb = b.subspan(e.offset, e.spec.size());
+    double tensor_max = 0;
+    for (auto v : tb) tensor_max = std::max(tensor_max, std::abs(double(v)));
+    const bool is_noise = tensor_max < noise * store_max;
+    // Noise: every |actual - expected| under the floor, in units of the floor.
+    const Comparison c = is_noise ? compare(ta, tb, 0, "", noise * store_max) : compare(ta, tb, rtol, "");
+    const double limit = is_noise ? noise * store_max / std::max(tensor_max, 1e-30) : rtol;
+    const double ratio = c.worst / std::max(limit, 1e-300);
+    std::ostringstream os;
+    os << what << ": tensor " << e.name() << (is_noise ? " (analytically zero)" : "") << " differs by " << c.worst
+       << " of its largest magnitude " << tensor_max << " at element " << c.at << " (limit " << limit << ")";
+    if (!c.ok) {
+      out.ok = false;
+      failed += (failed.empty() ? "" : ", ") + e.name();
+    }
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      out.worst = c.worst;
+      out.tensor = e.name();
+      out.message = os.str();
+    }
+  }
+  if (!failed.empty()) out.message += "; over the limit: " + failed;
+  return out;
+}
+
+/// The largest `metric(tensor of a, tensor of b)` over the tensors of two flat stores of `Net`,
+/// and that tensor's name (infinite when the stores are too small or a metric is NaN).
+template <class Net, class A, class B, class Metric>
+std::pair<double, std::string> worst_tensor(const A& a, const B& b, Metric&& metric,
+                                            TensorKind kind = TensorKind::parameter) {
+  const auto sa = const_span(a);
+  const auto sb = const_span(b);
+  double worst = 0;
+  std::string name;
+  for (const LayoutEntry& e : Net::layout.entries) {
+    if (e.kind != kind) continue;
+    if (sa.size() < e.offset + e.spec.size() || sb.size() < e.offset + e.spec.size()) return {INFINITY, e.name()};
+    const double d = metric(sa.subspan(e.offset, e.spec.size()), sb.subspan(e.offset, e.spec.size()));
+    if (!(d <= worst)) {
+      worst = std::isnan(d) ? INFINITY : d;
+      name = e.name();
+    }
+  }
+  return {worst, name};
+}
+
+/// The worst per-tensor max |a - b| / max |b| of two flat stores of `Net`, and that tensor's
+/// name: relative_difference tensor by tensor, for tests that bound or report it themselves.
+template <class Net, class A, class B>
+std::pair<double, std::string> worst_tensor_difference(const A& a, const B& b,
+                                                       TensorKind kind = TensorKind::parameter) {
+  return worst_tensor<Net>(
+      a, b, [](auto x, auto y) { return compare(x, y, 0, "").worst; }, kind);
+}
+
+/// Whether COHORT_TEST_REPORT is set: tests then print the differences their bounds were set
+/// from (how to measure them again).
+inline bool report_measurements() { return std::getenv("COHORT_TEST_REPORT") != nullptr; }
+
 } // namespace cohort::test
+
+/// CHECK that two flat stores of network `Net` agree tensor by tensor (compare_tensors).
+#define COHORT_CHECK_TENSORS_CLOSE(Net, actual, expected, rtol, what)                                                  \
+  do {                                                                                                                 \
+    const auto cohort_cmp_ = ::cohort::test::compare_tensors<Net>(actual, expected, rtol, what);                       \
+    if (::cohort::test::report_measurements()) MESSAGE(cohort_cmp_.message);                                           \
+    INFO(cohort_cmp_.message);                                                                                         \
+    CHECK(cohort_cmp_.ok);                                                                                             \
+  } while (0)
 
 /// CHECK that two tensors agree to `rtol` of the expected tensor's largest magnitude.
 #define COHORT_CHECK_CLOSE(actual, expected, rtol, what) COHORT_CHECK_CLOSE_ABS(actual, expected, rtol, 0.0, what)

@@ -1,6 +1,7 @@
 #pragma once
 // Loading the PyTorch reference fixtures (tests/reference/fixtures/*.safetensors).
 
+#include <algorithm>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -84,6 +85,17 @@ std::span<const typename Net::value_type> gradient_of(Net& net, const std::strin
   const TensorRef ref = net.parameters().find(name);
   const std::size_t offset = std::size_t(static_cast<const T*>(ref.data) - net.parameters().values.data());
   return {net.gradients().values.data() + offset, ref.size};
+}
+
+/// The torch.optim state an optimiser fixture holds after step `s` (its "state<s>.<name>"
+/// tensors: exp_avg, momentum_buffer, ...), sorted, without the step count.
+inline std::vector<std::string> optimizer_state_names(const SafetensorsFile& f, int s) {
+  const std::string prefix = "state" + std::to_string(s) + ".";
+  std::vector<std::string> names;
+  for (const auto& e : f.entries())
+    if (e.name.rfind(prefix, 0) == 0 && e.name != prefix + "step") names.push_back(e.name.substr(prefix.size()));
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 } // namespace cohort::test

@@ -1,5 +1,8 @@
 # Exact resume across processes with the example trainer: N steps straight must produce the same
 # checkpoint, byte for byte, as N/2 steps, save, a new process that loads it, and N/2 more.
+# --max-steps is absolute, so a resume that loaded nothing would train N steps from the same seed
+# and match: the resuming process is given another --seed (the checkpoint restores it), and must
+# report the checkpoint's position.
 #   cmake -DEXE=train_mnist -DWORK=dir -DMODEL=A -P resume_process.cmake
 if(NOT EXISTS /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz)
   message("SKIP: Debian's dataset-fashion-mnist is not installed")
@@ -13,10 +16,17 @@ function(run)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "train_mnist ${ARGN} failed (${rc}):\n${out}\n${err}")
   endif()
+  set(run_output "${out}" PARENT_SCOPE)
 endfunction()
-run(--max-steps 16 --save ${WORK}/straight.safetensors)
-run(--max-steps 8 --save ${WORK}/half.safetensors)
-run(--max-steps 16 --resume ${WORK}/half.safetensors --save ${WORK}/resumed.safetensors)
+run(--max-steps 16 --seed 3 --save ${WORK}/straight.safetensors)
+run(--max-steps 8 --seed 3 --save ${WORK}/half.safetensors)
+run(--max-steps 16 --seed 4 --resume ${WORK}/half.safetensors --save ${WORK}/resumed.safetensors)
+# 8 batches of 32 are the middle of the first epoch.
+set(expected "resumed from ${WORK}/half.safetensors at epoch 0, step 8\n")
+string(FIND "${run_output}" "${expected}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "model ${MODEL}: the resuming process did not report \"${expected}\":\n${run_output}")
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/straight.safetensors ${WORK}/resumed.safetensors
                 RESULT_VARIABLE same)
 if(NOT same EQUAL 0)

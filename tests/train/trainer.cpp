@@ -1,5 +1,6 @@
-// The trainer in-process: exact resume (N steps straight == N/2, save, fresh objects, load, N/2),
-// strict and atomic checkpoint loading, metrics, and evaluation.
+// The trainer in-process: exact resume (N steps straight == N/2, save, fresh objects of another
+// seed, load, N/2), metrics, and evaluation. Checkpoint loading itself (strict, checksummed,
+// init_from, nothing changed on error): tests/train/checkpoint.cpp.
 
 #include <doctest/doctest.h>
 
@@ -70,59 +71,6 @@ TEST_CASE("Trainer: learns, evaluates and writes seed 003's metrics") {
   CHECK(second.find("\"second epoch time\": null") == std::string::npos);
   CHECK(second.find("\"test_accuracy\": ") != std::string::npos);
   CHECK(second.find("\"samples_per_s\": ") != std::string::npos);
-}
-
-TEST_CASE("Checkpoints: a mismatching or corrupt checkpoint changes nothing and names every problem") {
-  const Bands data(48, 4);
-  TempDir dir("cohort_trainer_");
-  Trainer<models::ModelC, Adam<>> c(Adam({.lr = 1e-3}), {.batch_size = 16, .log = nullptr});
-  c.fit(data, 1);
-  c.save(dir.path / "c.safetensors");
-
-  Trainer<models::ModelB, Adam<>> b(Adam({.lr = 1e-3}), {.batch_size = 16, .log = nullptr});
-  const std::vector<float> before(b.parameters().values.begin(), b.parameters().values.end());
-  try {
-    b.resume(dir.path / "c.safetensors");
-    FAIL("a model C checkpoint loaded into model B");
-  } catch (const CheckpointError& e) {
-    const std::string m = e.what();
-    CHECK(m.find("c.safetensors: does not fit") != std::string::npos);
-    CHECK(m.find("0.weight: shape 32x1x3x3 in the file, 16x1x5x5 in the network") != std::string::npos);
-    CHECK(m.find("1.running_mean: missing") != std::string::npos);
-    CHECK(m.find("nothing was loaded") != std::string::npos);
-  }
-  CHECK(std::equal(before.begin(), before.end(), b.parameters().values.begin()));
-
-  Trainer<models::ModelC, Sgd<>> other_opt(Sgd({.lr = 0.1}), {.batch_size = 16, .log = nullptr});
-  CHECK_THROWS_WITH_AS(other_opt.resume(dir.path / "c.safetensors"),
-                       doctest::Contains("optimizer: the file was written by Adam, this run uses SGD"),
-                       CheckpointError);
-  // Weights alone load into any optimiser (--init-from), strictly by name.
-  CHECK_NOTHROW(other_opt.init_from(dir.path / "c.safetensors"));
-
-  // A truncated checkpoint is a FormatError, and the network is untouched.
-  std::ifstream in(dir.path / "c.safetensors", std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::ofstream(dir.path / "cut.safetensors", std::ios::binary) << bytes.substr(0, bytes.size() - 100);
-  Trainer<models::ModelC, Adam<>> fresh(Adam({.lr = 1e-3}), {.batch_size = 16, .log = nullptr});
-  const std::vector<float> init(fresh.parameters().values.begin(), fresh.parameters().values.end());
-  CHECK_THROWS_AS(fresh.resume(dir.path / "cut.safetensors"), FormatError);
-  CHECK(std::equal(init.begin(), init.end(), fresh.parameters().values.begin()));
-  CHECK(fresh.step() == 0);
-}
-
-TEST_CASE("Checkpoints: tensors keep PyTorch's names and dtypes, weights files have no optimiser state") {
-  TempDir dir("cohort_trainer_");
-  Network<models::ModelB> net(3);
-  save_weights(dir.path / "w.safetensors", net.parameters());
-  const auto f = SafetensorsFile::read(dir.path / "w.safetensors");
-  CHECK(f.entries().size() == 16);
-  CHECK(f.at("1.num_batches_tracked").dtype == DType::i64);
-  CHECK(f.at("9.weight").shape == std::vector<std::size_t>{10, 1568});
-  CHECK(f.metadata().at("format") == "pt");
-  Network<models::ModelB> other(4);
-  load_weights(dir.path / "w.safetensors", other.parameters());
-  CHECK(std::equal(net.parameters().values.begin(), net.parameters().values.end(), other.parameters().values.begin()));
 }
 
 TEST_CASE("Trainer: a different batch size cannot resume in the middle of an epoch") {

@@ -7,9 +7,11 @@
 /// Messages name the thing at fault (file, layer, rank, tensor), what was expected and what
 /// was found, so a user can act on them without a debugger.
 
+#include <cstddef>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace cohort {
@@ -45,6 +47,14 @@ class FormatError : public IoError {
   using IoError::IoError;
 };
 
+/// A file's stored checksum does not match its content (a flipped bit on disk or in transit), or
+/// the checksums a cohort file carries are incomplete or malformed. The message names the file,
+/// the tensor (or "the header") and the expected and found CRC32C. Nothing is loaded.
+class ChecksumError : public FormatError {
+ public:
+  using FormatError::FormatError;
+};
+
 /// A checkpoint that cannot be loaded into this network/optimiser: missing or unexpected
 /// tensors, wrong shapes or dtypes, another optimiser. Nothing is changed when it is thrown.
 class CheckpointError : public FormatError {
@@ -77,6 +87,38 @@ std::string concat(const Parts&... parts) {
   (os << ... << parts);
   return os.str();
 }
+
+/// Text taken from a file, safe to put in a message: printable ASCII is kept, `"` and `\` are
+/// escaped, every other byte is written `\xNN`, and more than `max_bytes` are cut (saying how
+/// many there were). A corrupt header must not put raw bytes (invalid UTF-8, terminal escape
+/// sequences) on a user's terminal or into a log. Every file-derived string in a message goes
+/// through this helper.
+///
+///     escaped("a\xff\"b")   // a\xff\"b
+inline std::string escaped(std::string_view s, std::size_t max_bytes = 200) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  const std::size_t n = s.size() < max_bytes ? s.size() : max_bytes;
+  out.reserve(n + 8);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 0xF];
+    }
+  }
+  if (n < s.size()) out += concat("... (", s.size(), " bytes in all)");
+  return out;
+}
+
+/// `"text"` with the text escaped: how messages quote a name or value read from a file.
+inline std::string in_quotes(std::string_view s) { return "\"" + escaped(s) + "\""; }
 
 } // namespace detail
 } // namespace cohort

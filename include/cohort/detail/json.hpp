@@ -15,18 +15,19 @@
 
 namespace cohort::detail {
 
+struct JsonMember;
+
 struct JsonValue {
   enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
   bool boolean = false;
   std::string text; // string contents, or a number's literal text
   std::vector<JsonValue> items;
-  std::vector<std::pair<std::string, JsonValue>> members;
+  // Not vector<pair<string, JsonValue>>: pair needs a complete JsonValue, which Clang (with
+  // libstdc++) enforces here; a forward-declared member struct is fine for both compilers.
+  std::vector<JsonMember> members; // an object's members, in file order
 
-  const JsonValue* member(std::string_view key) const {
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
-    return nullptr;
-  }
+  /// The first member called `key`, or nullptr.
+  const JsonValue* member(std::string_view key) const;
   /// The value as an unsigned 64-bit integer, if it is one.
   std::optional<std::uint64_t> as_u64() const {
     if (kind != Kind::number) return std::nullopt;
@@ -36,6 +37,17 @@ struct JsonValue {
     return v;
   }
 };
+
+struct JsonMember {
+  std::string key;
+  JsonValue value;
+};
+
+inline const JsonValue* JsonValue::member(std::string_view key) const {
+  for (const auto& [k, v] : members)
+    if (k == key) return &v;
+  return nullptr;
+}
 
 /// Thrown by parse_json with the byte offset of the problem.
 struct JsonError {
@@ -88,7 +100,7 @@ class JsonParser {
         if (i_ >= s_.size() || s_[i_] != '"') fail("expected a string key");
         std::string key = string();
         expect(':');
-        v.members.emplace_back(std::move(key), value(depth + 1));
+        v.members.push_back({std::move(key), value(depth + 1)});
       } while (eat(','));
       expect('}');
     } else if (c == '[') {
@@ -143,7 +155,10 @@ class JsonParser {
       if (i_ >= s_.size()) fail("unterminated string");
       const char c = s_[i_++];
       if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
+      if (static_cast<unsigned char>(c) < 0x20) {
+        --i_; // report the offset of the character itself
+        fail("control character in string");
+      }
       if (c != '\\') {
         out += c;
         continue;

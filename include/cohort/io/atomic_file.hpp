@@ -23,12 +23,14 @@ namespace cohort {
 namespace detail {
 inline std::string errno_text() { return std::strerror(errno); }
 
-inline void write_all(int fd, const char* data, std::size_t n, const std::filesystem::path& tmp) {
+inline void write_all(int fd, const char* data, std::size_t n, const std::filesystem::path& path,
+                      const std::filesystem::path& tmp) {
   while (n > 0) {
     const ssize_t w = ::write(fd, data, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      throw IoError(concat(tmp.string(), ": write failed: ", errno_text()));
+      throw IoError(concat(path.string(), ": write failed (to the temporary file ", tmp.string(), "; ", path.string(),
+                           " is unchanged): ", errno_text()));
     }
     data += w;
     n -= std::size_t(w);
@@ -48,16 +50,19 @@ inline void write_file_atomically(const std::filesystem::path& path, std::span<c
     throw IoError(detail::concat(path.string(), ": cannot create a temporary file in ", dir.string(), ": ",
                                  detail::errno_text()));
   try {
-    for (const auto& part : parts) detail::write_all(fd, part.data(), part.size(), tmp);
-    if (::fsync(fd) != 0) throw IoError(detail::concat(tmp.string(), ": fsync failed: ", detail::errno_text()));
+    for (const auto& part : parts) detail::write_all(fd, part.data(), part.size(), path, tmp);
+    if (::fsync(fd) != 0)
+      throw IoError(detail::concat(path.string(), ": fsync of the temporary file ", tmp.string(),
+                                   " failed: ", detail::errno_text()));
   } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());
     throw;
   }
   if (::close(fd) != 0) {
+    const std::string why = detail::errno_text(); // before unlink can change errno
     ::unlink(tmp.c_str());
-    throw IoError(detail::concat(tmp.string(), ": close failed: ", detail::errno_text()));
+    throw IoError(detail::concat(path.string(), ": close of the temporary file ", tmp.string(), " failed: ", why));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = detail::errno_text();

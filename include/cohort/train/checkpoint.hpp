@@ -12,11 +12,14 @@
 /// `model.load_state_dict(safetensors.torch.load_file(path))` works on a weights file; optimiser
 /// state is stored as "optimizer.<slot>.<name>" ("optimizer.exp_avg.0.weight"); counters and the
 /// trainer's position are metadata ("cohort.*"). A load reads and checks the whole file — format,
-/// every expected tensor's presence, dtype and shape, unexpected tensors, optimiser type and
-/// state — and reports every mismatch by name in one CheckpointError before changing anything.
+/// checksums (io/safetensors.hpp: a flipped bit is a ChecksumError), every expected tensor's
+/// presence, dtype and shape, unexpected tensors, optimiser type and state — and reports every
+/// mismatch by name in one CheckpointError before changing anything. Both loaders also take a
+/// SafetensorsFile already parsed (from memory, say): `load_weights(SafetensorsFile::parse(...), p)`.
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -124,7 +127,7 @@ inline std::uint64_t metadata_u64(const SafetensorsFile& f, const std::string& k
   const auto& s = it->second;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size())
-    problems.push_back("metadata " + key + ": \"" + s + "\" is not a non-negative integer");
+    problems.push_back("metadata " + key + ": " + in_quotes(s) + " is not a non-negative integer");
   return v;
 }
 
@@ -155,16 +158,19 @@ void save_weights(const std::filesystem::path& path, Params& p) {
 /// load_state_dict: every tensor must be there with its dtype and shape; tensors other than the
 /// network's and "optimizer.*" are reported as unexpected). Validates everything first.
 template <class Params>
-void load_weights(const std::filesystem::path& path, Params& p) {
-  const SafetensorsFile f = SafetensorsFile::read(path);
+void load_weights(const SafetensorsFile& f, Params& p) {
   std::vector<std::string> problems;
   detail::check_model_tensors(f, p, problems);
   const auto refs = p.state_dict();
   for (const auto& e : f.entries())
     if (e.name.rfind("optimizer.", 0) != 0 && !detail::is_model_key(e.name, refs))
-      problems.push_back(e.name + ": unexpected (this network has no such tensor)");
-  if (!problems.empty()) detail::fail_checkpoint(path, problems);
+      problems.push_back(detail::escaped(e.name) + ": unexpected (this network has no such tensor)");
+  if (!problems.empty()) detail::fail_checkpoint(f.path(), problems);
   detail::copy_model_tensors(f, p);
+}
+template <class Params>
+void load_weights(const std::filesystem::path& path, Params& p) {
+  load_weights(SafetensorsFile::read(path), p);
 }
 
 /// Writes weights, optimiser state and the trainer's position atomically.
@@ -202,8 +208,8 @@ void save_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, con
 /// Loads a checkpoint written by save_checkpoint into `p` and `opt` and returns the trainer's
 /// position. Throws CheckpointError listing every mismatch (nothing is changed then).
 template <class Params, class Opt>
-TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt) {
-  const SafetensorsFile f = SafetensorsFile::read(path);
+TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt) {
+  const std::filesystem::path& path = f.path();
   std::vector<std::string> problems;
   detail::check_model_tensors(f, p, problems);
   const auto opt_it = f.metadata().find("cohort.optimizer");
@@ -211,8 +217,8 @@ TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& 
   if (opt_it == f.metadata().end())
     problems.push_back("metadata cohort.optimizer: missing (a weights-only file? use load_weights / --init-from)");
   else if (!same_optimizer)
-    problems.push_back(
-        detail::concat("optimizer: the file was written by ", opt_it->second, ", this run uses ", optimizer_name(opt)));
+    problems.push_back(detail::concat("optimizer: the file was written by ", detail::escaped(opt_it->second),
+                                      ", this run uses ", optimizer_name(opt)));
   TrainerState s;
   const std::uint64_t opt_steps = detail::metadata_u64(f, "cohort.optimizer.steps", problems);
   s.step = detail::metadata_u64(f, "cohort.trainer.step", problems);
@@ -225,8 +231,10 @@ TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& 
   if (const auto it = f.metadata().find("cohort.scaler.scale"); it != f.metadata().end()) {
     char* end = nullptr;
     s.loss_scale = std::strtod(it->second.c_str(), &end);
-    if (end == it->second.c_str() || *end != '\0' || !(s.loss_scale > 0))
-      problems.push_back("metadata cohort.scaler.scale: \"" + it->second + "\" is not a positive number");
+    if (end == it->second.c_str() || end != it->second.c_str() + it->second.size() || !(s.loss_scale > 0) ||
+        !std::isfinite(s.loss_scale))
+      problems.push_back("metadata cohort.scaler.scale: " + detail::in_quotes(it->second) +
+                         " is not a positive finite number");
     s.scale_growth_tracker = detail::metadata_u64(f, "cohort.scaler.growth_tracker", problems);
     s.skipped_steps = detail::metadata_u64(f, "cohort.scaler.skipped_steps", problems);
     s.consecutive_skips = detail::metadata_u64(f, "cohort.scaler.consecutive_skips", problems);
@@ -255,7 +263,7 @@ TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& 
   for (const auto& e : f.entries())
     if (std::find(known.begin(), known.end(), e.name) == known.end() &&
         (same_optimizer || e.name.rfind("optimizer.", 0) != 0))
-      problems.push_back(e.name + ": unexpected (not a tensor of this network or optimiser)");
+      problems.push_back(detail::escaped(e.name) + ": unexpected (not a tensor of this network or optimiser)");
   if (!problems.empty()) detail::fail_checkpoint(path, problems);
 
   detail::copy_model_tensors(f, p);
@@ -266,6 +274,10 @@ TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& 
     });
   opt.set_steps(opt_steps);
   return s;
+}
+template <class Params, class Opt>
+TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt) {
+  return load_checkpoint(SafetensorsFile::read(path), p, opt);
 }
 
 } // namespace cohort

@@ -19,12 +19,13 @@
 #include <cohort/backend/cpu/conv2d_amx.hpp>
 
 #include "support/compare.hpp"
+#include "support/skip.hpp"
 
 using namespace cohort;
 
 namespace {
 
-constexpr const char* no_amx = "skipped: this CPU has no AMX-BF16, or the kernel did not grant the tile state";
+constexpr const char* no_amx = "this CPU has no AMX-BF16, or the kernel did not grant the tile state";
 
 std::vector<bfloat16> random_bf16(std::size_t n, std::mt19937& gen) {
   std::normal_distribution<float> normal;
@@ -241,10 +242,7 @@ TEST_CASE("AMX convolution: which geometries run on tiles, and their blocks") {
 }
 
 TEST_CASE("AMX convolution: forward, dX, dW and db equal exact sums within float rounding") {
-  if (!cpu::has_amx_bf16()) {
-    MESSAGE(no_amx);
-    return;
-  }
+  if (!cpu::has_amx_bf16()) COHORT_SKIP(no_amx);
   check_kernels<Conv2dGeometry<16, 32, 13, 13, 3, 1, 1>>(3); // 2x2 blocks; dX 1x3
   check_kernels<Conv2dGeometry<16, 32, 26, 26, 3, 1, 0>>(2); // model A: a 2x1 tail block
   check_kernels<Conv2dGeometry<24, 20, 9, 7, 5, 1, 2>>(3);   // blocks of 24 and 20 channels, Cout 20
@@ -260,10 +258,7 @@ TEST_CASE("AMX convolution: forward, dX, dW and db equal exact sums within float
 }
 
 TEST_CASE("AMX convolution: the bf16 layer is the float layer plus one rounding (plain and fused with pooling)") {
-  if (!cpu::has_amx_bf16() || cpu::bf16_dot_engine() != cpu::Bf16Dot::amx) {
-    MESSAGE(no_amx);
-    return;
-  }
+  if (!cpu::has_amx_bf16() || cpu::bf16_dot_engine() != cpu::Bf16Dot::amx) COHORT_SKIP(no_amx);
   check_layer<Conv2dGeometry<16, 32, 26, 26, 3, 1, 0>>(9);
   check_layer<Conv2dGeometry<32, 48, 14, 14, 3, 1, 1>>(5);
 }

@@ -12,6 +12,8 @@
 
 #include <cohort/backend/cpu/gemm_bf16.hpp>
 
+#include "support/skip.hpp"
+
 using namespace cohort;
 
 namespace {
@@ -82,18 +84,12 @@ void check_engine(cpu::Bf16Dot engine) {
 } // namespace
 
 TEST_CASE("gemm_bf16: AVX512-BF16 (VDPBF16PS) equals the scalar model bit for bit") {
-  if (!cpu::has_avx512_bf16()) {
-    MESSAGE("skipped: this CPU has no AVX512-BF16 (or COHORT_ISA turned AVX-512 off)");
-    return;
-  }
+  if (!cpu::has_avx512_bf16()) COHORT_SKIP("this CPU has no AVX512-BF16 (or COHORT_ISA turned AVX-512 off)");
   check_engine(cpu::Bf16Dot::avx512);
 }
 
 TEST_CASE("gemm_bf16: AMX (TDPBF16PS) equals exact sums within float rounding") {
-  if (!cpu::has_amx_bf16()) {
-    MESSAGE("skipped: this CPU has no AMX-BF16, or the kernel did not grant the tile state");
-    return;
-  }
+  if (!cpu::has_amx_bf16()) COHORT_SKIP("this CPU has no AMX-BF16, or the kernel did not grant the tile state");
   check_engine(cpu::Bf16Dot::amx);
 }
 

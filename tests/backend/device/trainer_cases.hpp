@@ -23,8 +23,10 @@ void check_device_trainer(Opt opt, std::uint64_t total, std::uint64_t half) {
   CHECK(straight == trained_weights<Net, SingleDevice<Dev>>(opt, data, total, {}, {}, /*prefetch=*/false));
 #if !defined(__CUDACC__) // CPU networks stay out of .cu files (layers_cases.hpp says why)
   const auto cpu = trained_weights<Net, SingleDevice<>>(opt, data, total);
-  // Same data order, initialisation and dropout masks; sums in other orders.
-  COHORT_CHECK_CLOSE(straight, cpu, 1e-4, "device-trained weights vs CPU-trained");
+  // Same data order, initialisation and dropout masks; sums in other orders. Tensor by tensor
+  // (a bias next to a large weight): measured at most 8.1e-6 of a tensor's largest value (model
+  // B's 1.bias after 12 SGD steps; model A 3.4e-7), bounded by 5e-5 (margin 6x).
+  COHORT_CHECK_TENSORS_CLOSE(Net, straight, cpu, 5e-5, "device-trained weights vs CPU-trained");
 #endif
   trained_weights<Net, SingleDevice<Dev>>(opt, data, half, dir.path / "half.safetensors");
   const auto resumed = trained_weights<Net, SingleDevice<Dev>>(opt, data, total, {}, dir.path / "half.safetensors");

@@ -156,15 +156,21 @@ COHORT_ALWAYS_INLINE void grad_sums_impl(const float* __restrict x, const float*
   }
 }
 COHORT_TARGET_AVX512 inline void moments_avx512(const float* p, std::size_t n, double* acc) {
+  COHORT_ISA_ENTRY(Isa::avx512);
   moments_impl<8>(p, n, acc);
 }
-COHORT_TARGET_AVX2 inline void moments_avx2(const float* p, std::size_t n, double* acc) { moments_impl<4>(p, n, acc); }
+COHORT_TARGET_AVX2 inline void moments_avx2(const float* p, std::size_t n, double* acc) {
+  COHORT_ISA_ENTRY(Isa::avx2);
+  moments_impl<4>(p, n, acc);
+}
 COHORT_TARGET_AVX512 inline void grad_sums_avx512(const float* x, const float* dy, const float* m, std::size_t n,
                                                   double* acc) {
+  COHORT_ISA_ENTRY(Isa::avx512);
   grad_sums_impl<8>(x, dy, m, n, acc);
 }
 COHORT_TARGET_AVX2 inline void grad_sums_avx2(const float* x, const float* dy, const float* m, std::size_t n,
                                               double* acc) {
+  COHORT_ISA_ENTRY(Isa::avx2);
   grad_sums_impl<4>(x, dy, m, n, acc);
 }
 /// Doubles per vector of the float path for an instruction set.
@@ -174,16 +180,20 @@ inline void moments(Isa isa, const float* p, std::size_t n, double* acc) {
     moments_avx512(p, n, acc);
   else if (isa == Isa::avx2)
     moments_avx2(p, n, acc);
-  else
+  else {
+    COHORT_ISA_ENTRY(Isa::generic);
     moments_impl<4>(p, n, acc);
+  }
 }
 inline void grad_sums(Isa isa, const float* x, const float* dy, const float* m, std::size_t n, double* acc) {
   if (isa == Isa::avx512)
     grad_sums_avx512(x, dy, m, n, acc);
   else if (isa == Isa::avx2)
     grad_sums_avx2(x, dy, m, n, acc);
-  else
+  else {
+    COHORT_ISA_ENTRY(Isa::generic);
     grad_sums_impl<4>(x, dy, m, n, acc);
+  }
 }
 /// y = x * scale + shift (then the ReLU layer's rule when `relu`), the float path's one
 /// normalisation loop: fused and unfused runs share it, so they agree bit for bit.
@@ -207,9 +217,11 @@ COHORT_ALWAYS_INLINE void normalize_relu_pool_impl(const float* x, std::size_t h
     relu_pool_rows<W>(scratch + 2 * ph * w, scratch + (2 * ph + 1) * w, pw, pooled + ph * pw, win + ph * pw);
 }
 COHORT_TARGET_AVX512 inline void normalize_avx512(const float* x, float* y, std::size_t n, float a, float b, bool r) {
+  COHORT_ISA_ENTRY(Isa::avx512);
   normalize_impl(x, y, n, a, b, r);
 }
 COHORT_TARGET_AVX2 inline void normalize_avx2(const float* x, float* y, std::size_t n, float a, float b, bool r) {
+  COHORT_ISA_ENTRY(Isa::avx2);
   normalize_impl(x, y, n, a, b, r);
 }
 inline void normalize(Isa isa, const float* x, float* y, std::size_t n, float scale, float shift, bool relu) {
@@ -217,15 +229,19 @@ inline void normalize(Isa isa, const float* x, float* y, std::size_t n, float sc
     normalize_avx512(x, y, n, scale, shift, relu);
   else if (isa == Isa::avx2)
     normalize_avx2(x, y, n, scale, shift, relu);
-  else
+  else {
+    COHORT_ISA_ENTRY(Isa::generic);
     normalize_impl(x, y, n, scale, shift, relu);
+  }
 }
 COHORT_TARGET_AVX512 inline void normalize_relu_pool_avx512(const float* x, std::size_t h, std::size_t w, float a,
                                                             float b, float* s, float* p, std::uint8_t* win) {
+  COHORT_ISA_ENTRY(Isa::avx512);
   normalize_relu_pool_impl<16>(x, h, w, a, b, s, p, win);
 }
 COHORT_TARGET_AVX2 inline void normalize_relu_pool_avx2(const float* x, std::size_t h, std::size_t w, float a, float b,
                                                         float* s, float* p, std::uint8_t* win) {
+  COHORT_ISA_ENTRY(Isa::avx2);
   normalize_relu_pool_impl<8>(x, h, w, a, b, s, p, win);
 }
 inline void normalize_relu_pool(Isa isa, const float* x, std::size_t h, std::size_t w, float scale, float shift,
@@ -234,8 +250,10 @@ inline void normalize_relu_pool(Isa isa, const float* x, std::size_t h, std::siz
     normalize_relu_pool_avx512(x, h, w, scale, shift, scratch, pooled, win);
   else if (isa == Isa::avx2)
     normalize_relu_pool_avx2(x, h, w, scale, shift, scratch, pooled, win);
-  else
+  else {
+    COHORT_ISA_ENTRY(Isa::generic);
     normalize_relu_pool_impl<4>(x, h, w, scale, shift, scratch, pooled, win);
+  }
 }
 /// Per-thread room for one plane plus the slack relu_pool_rows reads past it.
 inline float* plane_scratch(std::size_t n) {

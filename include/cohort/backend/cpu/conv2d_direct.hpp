@@ -340,19 +340,23 @@ COHORT_ALWAYS_INLINE void pool_wide(const float* __restrict yw, float* __restric
   template <class G>                                                                                                   \
   TARGET void forward_samples_##SUFFIX(const float* xt, std::size_t count, const float* wpk, const float* bias,        \
                                        float* yw) {                                                                    \
+    COHORT_ISA_ENTRY(isa_of_width(WIDTH));                                                                             \
     forward_samples<WIDTH, G>(xt, count, wpk, bias, yw);                                                               \
   }                                                                                                                    \
   template <class G>                                                                                                   \
   TARGET void weight_grad_tile_##SUFFIX(const float* xt, const float* dyt, std::size_t nb, std::size_t t, float* dwt,  \
                                         bool first) {                                                                  \
+    COHORT_ISA_ENTRY(isa_of_width(WIDTH));                                                                             \
     weight_grad_tile<WIDTH, G>(xt, dyt, nb, t, dwt, first);                                                            \
   }                                                                                                                    \
   template <class G>                                                                                                   \
   TARGET void weight_grad_channel_##SUFFIX(const float* xt, const float* dyw, std::size_t nb, float* acc) {            \
+    COHORT_ISA_ENTRY(isa_of_width(WIDTH));                                                                             \
     weight_grad_channel<WIDTH, G>(xt, dyw, nb, acc);                                                                   \
   }                                                                                                                    \
   template <class G>                                                                                                   \
   TARGET void pool_wide_##SUFFIX(const float* yw, float* y, std::uint8_t* win) {                                       \
+    COHORT_ISA_ENTRY(isa_of_width(WIDTH));                                                                             \
     pool_wide<WIDTH, G>(yw, y, win);                                                                                   \
   }
 COHORT_DIRECT_ENTRIES(avx512, COHORT_TARGET_AVX512, 16)
@@ -431,10 +435,12 @@ COHORT_ALWAYS_INLINE void bias_grad_impl(const float* __restrict dyt, std::size_
 }
 COHORT_TARGET_AVX512 inline void bias_grad_avx512(const float* dyt, std::size_t rows, std::size_t padded,
                                                   std::size_t cout, float* db, bool accumulate) {
+  COHORT_ISA_ENTRY(Isa::avx512);
   bias_grad_impl<16>(dyt, rows, padded, cout, db, accumulate);
 }
 COHORT_TARGET_AVX2 inline void bias_grad_avx2(const float* dyt, std::size_t rows, std::size_t padded, std::size_t cout,
                                               float* db, bool accumulate) {
+  COHORT_ISA_ENTRY(Isa::avx2);
   bias_grad_impl<8>(dyt, rows, padded, cout, db, accumulate);
 }
 inline void bias_grad(Isa isa, const float* dyt, std::size_t rows, std::size_t padded, std::size_t cout, float* db,
@@ -443,8 +449,10 @@ inline void bias_grad(Isa isa, const float* dyt, std::size_t rows, std::size_t p
     bias_grad_avx512(dyt, rows, padded, cout, db, accumulate);
   else if (isa == Isa::avx2)
     bias_grad_avx2(dyt, rows, padded, cout, db, accumulate);
-  else
+  else {
+    COHORT_ISA_ENTRY(Isa::generic);
     bias_grad_impl<4>(dyt, rows, padded, cout, db, accumulate);
+  }
 }
 
 /// dYt[q][o] = dY[o][q] for one sample: valid positions x output channels (padded with zeros).
@@ -473,6 +481,7 @@ COHORT_ALWAYS_INLINE void transpose_dy_impl(const float* __restrict dy, float* _
 }
 template <class G>
 COHORT_TARGET_AVX2 void transpose_dy_avx2(const float* dy, float* dyt, std::size_t padded, const float* relu_of) {
+  COHORT_ISA_ENTRY(Isa::avx2); // also the AVX-512 path's transpose (8x8 blocks)
   transpose_dy_impl<G, true>(dy, dyt, padded, relu_of);
 }
 template <class G>

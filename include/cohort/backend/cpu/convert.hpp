@@ -65,12 +65,14 @@ COHORT_ALWAYS_INLINE void float_to_half_scalar(const float* src, half* dst, std:
 
 #if COHORT_X86
 COHORT_TARGET_AVX512 inline void half_to_float_avx512(const half* src, float* dst, std::size_t n) {
+  COHORT_ISA_ENTRY(Isa::avx512);
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
   half_to_float_scalar(src + i, dst + i, n - i);
 }
 COHORT_TARGET_AVX512 inline void float_to_half_avx512(const float* src, half* dst, std::size_t n) {
+  COHORT_ISA_ENTRY(Isa::avx512);
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
@@ -78,12 +80,14 @@ COHORT_TARGET_AVX512 inline void float_to_half_avx512(const float* src, half* ds
   float_to_half_scalar(src + i, dst + i, n - i);
 }
 COHORT_TARGET_AVX2 inline void half_to_float_avx2(const half* src, float* dst, std::size_t n) {
+  COHORT_ISA_ENTRY(Isa::avx2);
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
   half_to_float_scalar(src + i, dst + i, n - i);
 }
 COHORT_TARGET_AVX2 inline void float_to_half_avx2(const float* src, half* dst, std::size_t n) {
+  COHORT_ISA_ENTRY(Isa::avx2);
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
@@ -91,15 +95,19 @@ COHORT_TARGET_AVX2 inline void float_to_half_avx2(const float* src, half* dst, s
   float_to_half_scalar(src + i, dst + i, n - i);
 }
 COHORT_TARGET_AVX512 inline void bf16_to_float_avx512(const bfloat16* s, float* d, std::size_t n) {
+  COHORT_ISA_ENTRY(Isa::avx512);
   bf16_to_float_impl(s, d, n);
 }
 COHORT_TARGET_AVX512 inline void float_to_bf16_avx512(const float* s, bfloat16* d, std::size_t n) {
+  COHORT_ISA_ENTRY(Isa::avx512);
   float_to_bf16_impl(s, d, n);
 }
 COHORT_TARGET_AVX2 inline void bf16_to_float_avx2(const bfloat16* s, float* d, std::size_t n) {
+  COHORT_ISA_ENTRY(Isa::avx2);
   bf16_to_float_impl(s, d, n);
 }
 COHORT_TARGET_AVX2 inline void float_to_bf16_avx2(const float* s, bfloat16* d, std::size_t n) {
+  COHORT_ISA_ENTRY(Isa::avx2);
   float_to_bf16_impl(s, d, n);
 }
 #endif
@@ -115,12 +123,14 @@ void load_floats(Isa isa, const T* src, float* dst, std::size_t n) {
     if (isa == Isa::avx512) return detail::half_to_float_avx512(src, dst, n);
     if (isa == Isa::avx2) return detail::half_to_float_avx2(src, dst, n);
 #endif
+    COHORT_ISA_ENTRY(Isa::generic);
     detail::half_to_float_scalar(src, dst, n);
   } else if constexpr (std::is_same_v<T, bfloat16>) {
 #if COHORT_X86
     if (isa == Isa::avx512) return detail::bf16_to_float_avx512(src, dst, n);
     if (isa == Isa::avx2) return detail::bf16_to_float_avx2(src, dst, n);
 #endif
+    COHORT_ISA_ENTRY(Isa::generic);
     detail::bf16_to_float_impl(src, dst, n);
   } else {
     for (std::size_t i = 0; i < n; ++i) dst[i] = float(src[i]);
@@ -138,12 +148,14 @@ void store_floats(Isa isa, const float* src, T* dst, std::size_t n) {
     if (isa == Isa::avx512) return detail::float_to_half_avx512(src, dst, n);
     if (isa == Isa::avx2) return detail::float_to_half_avx2(src, dst, n);
 #endif
+    COHORT_ISA_ENTRY(Isa::generic);
     detail::float_to_half_scalar(src, dst, n);
   } else if constexpr (std::is_same_v<T, bfloat16>) {
 #if COHORT_X86
     if (isa == Isa::avx512) return detail::float_to_bf16_avx512(src, dst, n);
     if (isa == Isa::avx2) return detail::float_to_bf16_avx2(src, dst, n);
 #endif
+    COHORT_ISA_ENTRY(Isa::generic);
     detail::float_to_bf16_impl(src, dst, n);
   } else {
     for (std::size_t i = 0; i < n; ++i) dst[i] = T(src[i]);

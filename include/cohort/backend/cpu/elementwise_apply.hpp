@@ -60,6 +60,7 @@ namespace detail {
 template <int W, class Rule, class... State>
 COHORT_ALWAYS_INLINE void apply_range(const Rule& rule, std::size_t lo, std::size_t hi, float* __restrict p,
                                       const float* __restrict g, State* __restrict... s) {
+  COHORT_ISA_ENTRY(isa_of_width(W));
   std::size_t i = lo;
   for (; i + W <= hi; i += W) {
     vec<W> pv = load<W>(p + i);

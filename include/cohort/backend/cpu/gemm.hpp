@@ -155,6 +155,7 @@ template <int W>
 COHORT_ALWAYS_INLINE void gemm_blocked(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
                                        float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb,
                                        float beta, float* c, std::size_t ldc) {
+  COHORT_ISA_ENTRY(isa_of_width(W)); // once per product, not per micro-tile
   using S = GemmShape<W>;
   HostBuffer<float>& bpack = pack_buffer<float>(1);
   const std::size_t bneed = round_up_to(std::min(n, S::nc), S::nr) * S::kc;

@@ -348,6 +348,7 @@ COHORT_TARGET_AMX_BF16 inline void gemm_bf16_amx_rows(std::size_t i0, std::size_
 inline void gemm_bf16(ThreadPool& pool, Bf16Dot engine, std::size_t m, std::size_t n, std::size_t k, const bfloat16* a,
                       std::size_t lda, const bfloat16* b_packed, float* c, std::size_t ldc, bool accumulate) {
   if (engine == Bf16Dot::none) throw std::logic_error("gemm_bf16: no bf16 dot-product engine on this CPU");
+  COHORT_ISA_ENTRY(Isa::avx512); // both engines are AVX-512 code (has_avx512_bf16, has_amx_bf16)
   if (m == 0 || n == 0) return;
   if (k == 0) {
     if (!accumulate)

@@ -59,9 +59,11 @@ COHORT_ALWAYS_INLINE void horizontal_pairs_impl(const float* __restrict in, floa
   }
 }
 COHORT_TARGET_AVX512 inline void horizontal_pairs_avx512(const float* in, float* v, std::int32_t* r, std::size_t n) {
+  COHORT_ISA_ENTRY(Isa::avx512);
   horizontal_pairs_impl<16>(in, v, r, n);
 }
 COHORT_TARGET_AVX2 inline void horizontal_pairs_avx2(const float* in, float* v, std::int32_t* r, std::size_t n) {
+  COHORT_ISA_ENTRY(Isa::avx2);
   horizontal_pairs_impl<8>(in, v, r, n);
 }
 inline void horizontal_pairs(Isa isa, const float* in, float* v, std::int32_t* r, std::size_t n) {
@@ -69,8 +71,10 @@ inline void horizontal_pairs(Isa isa, const float* in, float* v, std::int32_t* r
     horizontal_pairs_avx512(in, v, r, n);
   else if (isa == Isa::avx2)
     horizontal_pairs_avx2(in, v, r, n);
-  else
+  else {
+    COHORT_ISA_ENTRY(Isa::generic);
     horizontal_pairs_impl<4>(in, v, r, n);
+  }
 }
 } // namespace cpu::detail
 

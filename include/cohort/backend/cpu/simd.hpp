@@ -8,10 +8,13 @@
 /// templates, and instantiated inside small entry functions compiled for AVX-512, AVX2+FMA or the
 /// baseline, so a binary built without -march flags still runs the widest code the machine has,
 /// and a binary built on an AVX-512 machine still runs elsewhere. `COHORT_ISA=generic|avx2|avx512`
-/// in the environment narrows the choice (tests use it to run every path on one machine).
+/// in the environment narrows the choice (tests use it to run every path on one machine); any
+/// other value is ignored with a warning on stderr (isa_request() tells which).
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -43,6 +46,14 @@ namespace cpu {
 #define COHORT_TARGET_AVX2
 #endif
 #define COHORT_ALWAYS_INLINE inline __attribute__((always_inline))
+// A two-vector shuffle of 8 lanes by constant indices: GCC spells it __builtin_shuffle with an
+// index vector, Clang __builtin_shufflevector with the indices as arguments. (Clang builds the
+// fuzz targets, tests/fuzz/, which include this header through the optimisers.)
+#if defined(__clang__)
+#define COHORT_SHUFFLE8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define COHORT_SHUFFLE8(a, b, ...) __builtin_shuffle(a, b, ivec<8>{__VA_ARGS__})
+#endif
 
 /// What this CPU supports (checked once).
 inline Isa detected_isa() noexcept {
@@ -84,6 +95,19 @@ constexpr bool compiled_isa(Isa isa) noexcept {
 #endif
 }
 
+/// The instruction set of a kernel instantiated for W floats per vector.
+constexpr Isa isa_of_width(int w) noexcept { return w == 16 ? Isa::avx512 : w == 8 ? Isa::avx2 : Isa::generic; }
+
+// Test builds (the suite defines COHORT_TEST_ISA_TRACE) count the calls of every kernel entry per
+// instruction set, so a run under COHORT_ISA can prove that only that path executed
+// (tests/backend/cpu/simd.cpp). Elsewhere COHORT_ISA_ENTRY compiles to nothing.
+#ifdef COHORT_TEST_ISA_TRACE
+inline std::atomic<std::uint64_t> isa_entry_calls[3]{};
+#define COHORT_ISA_ENTRY(isa) ::cohort::cpu::isa_entry_calls[std::size_t(isa)].fetch_add(1, std::memory_order_relaxed)
+#else
+#define COHORT_ISA_ENTRY(isa) ((void)0)
+#endif
+
 /// Calls the one of `avx512()`, `avx2()`, `generic()` that matches `isa`, among the compiled
 /// ones. For dispatchers of templated kernels: a path that is not compiled is never referenced,
 /// so its kernel is not instantiated into code.
@@ -93,22 +117,48 @@ COHORT_ALWAYS_INLINE void dispatch_isa(Isa isa, A&& avx512, B&& avx2, C&& generi
     if (isa == Isa::avx512) return avx512();
   if constexpr (compiled_isa(Isa::avx2))
     if (isa == Isa::avx2) return avx2();
-  if constexpr (compiled_isa(Isa::generic)) generic();
+  if constexpr (compiled_isa(Isa::generic)) {
+    COHORT_ISA_ENTRY(Isa::generic);
+    generic();
+  }
+}
+
+/// What the COHORT_ISA environment variable asks for: nothing (unset), one of the instruction
+/// sets by name, or a value that names none (`known` false).
+struct IsaRequest {
+  bool set = false, known = false;
+  Isa isa = Isa::generic;
+  const char* text = nullptr;
+};
+inline IsaRequest isa_request() noexcept {
+  const char* env = std::getenv("COHORT_ISA");
+  if (!env) return {};
+  const std::string_view want(env);
+  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512})
+    if (want == isa_name(i)) return {true, true, i, env};
+  return {true, false, Isa::generic, env};
 }
 
 /// The instruction set kernels use: the detected one, narrowed by COHORT_ISA if set (or, with
-/// COHORT_CPU_TARGET_ISA_ONLY, the one compiled).
+/// COHORT_CPU_TARGET_ISA_ONLY, the one compiled). A COHORT_ISA that names no instruction set is
+/// ignored with one warning on stderr: it used to select the baseline silently, so a typo in a
+/// CI job slowed every kernel down and tested nothing new. Not an exception: this is read inside
+/// noexcept kernels, and a wrong tuning knob should not stop training. (The test suite fails on it:
+/// tests/backend/cpu/simd.cpp.)
 inline Isa active_isa() noexcept {
 #ifdef COHORT_CPU_TARGET_ISA_ONLY
   return compiler_target_isa;
 #endif
   static const Isa isa = [] {
     const Isa best = detected_isa();
-    const char* env = std::getenv("COHORT_ISA");
-    if (!env) return best;
-    const std::string_view want(env);
-    const Isa asked = want == "avx512" ? Isa::avx512 : want == "avx2" ? Isa::avx2 : Isa::generic;
-    return asked < best ? asked : best;
+    const IsaRequest r = isa_request();
+    if (!r.set) return best;
+    if (!r.known) {
+      std::fprintf(stderr, "cohort: COHORT_ISA=\"%s\" is not generic, avx2 or avx512; ignored (using %s)\n", r.text,
+                   isa_name(best).data());
+      return best;
+    }
+    return r.isa < best ? r.isa : best;
   }();
   return isa;
 }
@@ -181,26 +231,25 @@ COHORT_ALWAYS_INLINE float hsum(vec<W> v) noexcept {
 COHORT_ALWAYS_INLINE void transpose8x8(const float* __restrict in, std::size_t ld_in, float* __restrict out,
                                        std::size_t ld_out, const float* __restrict mask = nullptr) {
   using v8 = vec<8>;
-  using i8 = ivec<8>;
   v8 r[8];
   for (int i = 0; i < 8; ++i) r[i] = load<8>(in + std::size_t(i) * ld_in);
   if (mask)
     for (int i = 0; i < 8; ++i) r[i] = load<8>(mask + std::size_t(i) * ld_in) > 0.f ? r[i] : v8{};
   v8 t[8], u[8];
   for (int i = 0; i < 4; ++i) {
-    t[2 * i] = __builtin_shuffle(r[2 * i], r[2 * i + 1], i8{0, 8, 1, 9, 4, 12, 5, 13});
-    t[2 * i + 1] = __builtin_shuffle(r[2 * i], r[2 * i + 1], i8{2, 10, 3, 11, 6, 14, 7, 15});
+    t[2 * i] = COHORT_SHUFFLE8(r[2 * i], r[2 * i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[2 * i + 1] = COHORT_SHUFFLE8(r[2 * i], r[2 * i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
   }
   for (int h = 0; h < 2; ++h) {
     const int b = 4 * h;
-    u[b + 0] = __builtin_shuffle(t[b + 0], t[b + 2], i8{0, 1, 8, 9, 4, 5, 12, 13});
-    u[b + 1] = __builtin_shuffle(t[b + 0], t[b + 2], i8{2, 3, 10, 11, 6, 7, 14, 15});
-    u[b + 2] = __builtin_shuffle(t[b + 1], t[b + 3], i8{0, 1, 8, 9, 4, 5, 12, 13});
-    u[b + 3] = __builtin_shuffle(t[b + 1], t[b + 3], i8{2, 3, 10, 11, 6, 7, 14, 15});
+    u[b + 0] = COHORT_SHUFFLE8(t[b + 0], t[b + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[b + 1] = COHORT_SHUFFLE8(t[b + 0], t[b + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    u[b + 2] = COHORT_SHUFFLE8(t[b + 1], t[b + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[b + 3] = COHORT_SHUFFLE8(t[b + 1], t[b + 3], 2, 3, 10, 11, 6, 7, 14, 15);
   }
   for (int i = 0; i < 4; ++i) {
-    store<8>(out + std::size_t(i) * ld_out, __builtin_shuffle(u[i], u[i + 4], i8{0, 1, 2, 3, 8, 9, 10, 11}));
-    store<8>(out + std::size_t(i + 4) * ld_out, __builtin_shuffle(u[i], u[i + 4], i8{4, 5, 6, 7, 12, 13, 14, 15}));
+    store<8>(out + std::size_t(i) * ld_out, COHORT_SHUFFLE8(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11));
+    store<8>(out + std::size_t(i + 4) * ld_out, COHORT_SHUFFLE8(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15));
   }
 }
 
