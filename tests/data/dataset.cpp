@@ -11,6 +11,8 @@
 
 #include <cohort/data/dataset.hpp>
 
+#include "support/skip.hpp"
+
 using namespace cohort;
 namespace fs = std::filesystem;
 using Bytes = std::vector<std::uint8_t>;

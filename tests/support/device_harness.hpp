@@ -24,7 +24,7 @@
   if (COHORT_TEST_DEVICE_COUNT < (n))                                                                                  \
   COHORT_SKIP("needs " << (n) << " devices, this machine has " << COHORT_TEST_DEVICE_COUNT)
 #else
-#define COHORT_REQUIRE_DEVICES(n)
+#define COHORT_REQUIRE_DEVICES(n) static_assert((n) > 0)
 #endif
 
 namespace cohort::test {

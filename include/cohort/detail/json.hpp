@@ -44,8 +44,8 @@ struct JsonMember {
 };
 
 inline const JsonValue* JsonValue::member(std::string_view key) const {
-  for (const auto& [k, v] : members)
-    if (k == key) return &v;
+  for (const JsonMember& m : members)
+    if (m.key == key) return &m.value;
   return nullptr;
 }
 

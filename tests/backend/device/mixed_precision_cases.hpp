@@ -120,7 +120,7 @@ TEST_CASE("device mixed precision: an fp16 overflow skips the step, weights and 
 // defines COHORT_MIXED_WITHOUT_REPLICAS.
 #if !defined(COHORT_MIXED_WITHOUT_REPLICAS)
 TEST_CASE("device mixed precision: an fp16 overflow in one replica's shard skips the step on both") {
-  COHORT_REQUIRE_DEVICES(2)
+  COHORT_REQUIRE_DEVICES(2);
   check_overflow_in_one_shard_skips_all<
       DeviceEngine<ThreadedReplicas<2, Dev>, MixedPrecision<fp16>, models::ModelC, Adam<>>>();
 }

@@ -41,7 +41,7 @@ std::vector<float> replica_weights(Opt opt, const Bands& data, std::uint64_t ste
 } // namespace
 
 TEST_CASE("device replicas: ThreadedReplicas on the device trains like the CPU's and resumes exactly") {
-  COHORT_REQUIRE_DEVICES(3)
+  COHORT_REQUIRE_DEVICES(3);
   const Bands data(100, 1); // batches of 24 and a last one of 4: uneven shards
   TempDir dir("cohort_device_replicas_");
   using Net = models::ModelB; // BatchNorm: per-replica batch statistics, replica 0's running ones
@@ -60,7 +60,7 @@ TEST_CASE("device replicas: ThreadedReplicas on the device trains like the CPU's
 }
 
 TEST_CASE("device replicas: two replicas with dropout and Adam learn and evaluate on shards") {
-  COHORT_REQUIRE_DEVICES(2)
+  COHORT_REQUIRE_DEVICES(2);
   const Bands train(600, 2), test(200, 3);
   Trainer<models::ModelA, Adam<>, ThreadedReplicas<2, Dev>> t(Adam({.lr = 1e-3}), {.batch_size = 50, .log = nullptr});
   const auto history = t.fit(train, 2, &test);
@@ -70,7 +70,7 @@ TEST_CASE("device replicas: two replicas with dropout and Adam learn and evaluat
 }
 
 TEST_CASE("device replicas: per-layer buckets summed during backward give the one-bucket result bitwise") {
-  COHORT_REQUIRE_DEVICES(3)
+  COHORT_REQUIRE_DEVICES(3);
   const Bands data(100, 1);
   using Net = models::ModelB;
   const Sgd<> opt({.lr = 0.05, .momentum = 0.9});
@@ -82,7 +82,7 @@ TEST_CASE("device replicas: per-layer buckets summed during backward give the on
 }
 
 TEST_CASE("device replicas: a replica without samples still takes part in every bucket") {
-  COHORT_REQUIRE_DEVICES(3)
+  COHORT_REQUIRE_DEVICES(3);
   const Bands data(40, 4);
   using Net = models::ModelA;
   const Sgd<> opt({.lr = 0.05, .momentum = 0.9});
