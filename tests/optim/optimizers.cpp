@@ -7,6 +7,7 @@
 
 #include "support/compare.hpp"
 #include "support/fixtures.hpp"
+#include "support/optimizer_state.hpp"
 
 #include <cohort/optim/adadelta.hpp>
 #include <cohort/optim/adam.hpp>
@@ -32,19 +33,10 @@ void check_steps(Opt opt, const std::string& name) {
     opt.step(std::span<float>(p), std::span<const float>(g));
     COHORT_CHECK_CLOSE(std::span<const float>(p), std::span<const float>(f.values<float>("p" + std::to_string(s))),
                        optim_rtol, at);
-    // The state carried to the next step is torch's, slot by slot, under torch's names: the
-    // same set of buffers (none for SGD without momentum) and the same values.
-    const auto slots = opt.slots(p.size());
-    std::vector<std::string> names;
-    for (const auto& slot : slots) names.push_back(slot.name);
-    std::sort(names.begin(), names.end());
-    CHECK_MESSAGE(names == optimizer_state_names(f, s), at << ": optimiser state names differ from torch's");
-    for (const auto& slot : slots) {
-      const std::string key = "state" + std::to_string(s) + "." + slot.name;
-      if (!f.find(key)) continue; // reported by the name check above
-      COHORT_CHECK_CLOSE(std::span<const float>(slot.values), std::span<const float>(f.values<float>(key)), optim_rtol,
-                         at + " " + slot.name);
-    }
+    // The state carried to the next step is torch's, slot by slot, under torch's names.
+    check_optimizer_state(
+        f, s, opt.slots(p.size()), [](const auto& slot) { return std::span<const float>(slot.values); }, optim_rtol,
+        at);
     if (f.find("state" + std::to_string(s) + ".step"))
       CHECK(opt.steps() == std::uint64_t(f.values<std::int64_t>("state" + std::to_string(s) + ".step")[0]));
   }

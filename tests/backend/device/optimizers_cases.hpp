@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "support/device_harness.hpp"
+#include "support/optimizer_state.hpp"
 
 using namespace cohort;
 using namespace cohort::test;
@@ -56,16 +57,8 @@ void check_fixture_steps(DevOpt opt, const std::string& name) {
     // 1e-6 of each tensor's largest value, as the CPU optimisers (measured at most 3.4e-7 on
     // ThrustDevice: Adadelta's acc_delta after step 1).
     COHORT_CHECK_CLOSE(pd.to_host(), f.values<float>("p" + std::to_string(s)), 1e-6, at);
-    const auto slots = opt.slots(n);
-    std::vector<std::string> names;
-    for (const auto& slot : slots) names.push_back(slot.name);
-    std::sort(names.begin(), names.end());
-    CHECK_MESSAGE(names == optimizer_state_names(f, s), at << ": optimiser state names differ from torch's");
-    for (const auto& slot : slots) {
-      const std::string key = "state" + std::to_string(s) + "." + slot.name;
-      if (!f.find(key)) continue; // reported by the name check above
-      COHORT_CHECK_CLOSE(copy_to_host(slot.values.data(), n), f.values<float>(key), 1e-6, at + " " + slot.name);
-    }
+    check_optimizer_state(
+        f, s, opt.slots(n), [n](const auto& slot) { return copy_to_host(slot.values.data(), n); }, 1e-6, at);
   }
   CHECK(opt.steps() == 3);
 }
