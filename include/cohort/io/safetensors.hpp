@@ -97,6 +97,25 @@ struct HeaderDigest {
   }
 };
 
+/// The header checksum of `metadata` and `tensors` (anything with name, dtype, shape, begin and
+/// end: the reader's entries and the writer's tensors digest the same way by construction).
+template <class Tensors>
+std::uint32_t header_digest(const std::map<std::string, std::string>& metadata, const Tensors& tensors) {
+  HeaderDigest d;
+  d.field("metadata");
+  for (const auto& [k, v] : metadata) // std::map: byte order of the keys
+    if (!is_crc_key(k)) {
+      d.field(k);
+      d.field(v);
+    }
+  d.field("tensors");
+  std::vector<const typename Tensors::value_type*> by_name;
+  for (const auto& t : tensors) by_name.push_back(&t);
+  std::sort(by_name.begin(), by_name.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  for (const auto* t : by_name) d.tensor(t->name, dtype_name(t->dtype), t->shape, t->begin, t->end);
+  return d.crc;
+}
+
 } // namespace detail
 
 /// One tensor's header entry.
@@ -294,21 +313,7 @@ class SafetensorsFile {
   }
 
   /// The header checksum of this file as read (see detail::HeaderDigest).
-  std::uint32_t header_digest() const {
-    detail::HeaderDigest d;
-    d.field("metadata");
-    for (const auto& [k, v] : metadata_) // std::map: byte order of the keys
-      if (!detail::is_crc_key(k)) {
-        d.field(k);
-        d.field(v);
-      }
-    d.field("tensors");
-    std::vector<const SafetensorsEntry*> by_name;
-    for (const auto& e : entries_) by_name.push_back(&e);
-    std::sort(by_name.begin(), by_name.end(), [](auto* a, auto* b) { return a->name < b->name; });
-    for (const auto* e : by_name) d.tensor(e->name, dtype_name(e->dtype), e->shape, e->begin, e->end);
-    return d.crc;
-  }
+  std::uint32_t header_digest() const { return detail::header_digest(metadata_, entries_); }
 
   SafetensorsEntry entry(const std::string& name, const detail::JsonValue& v, std::size_t data_size) const {
     using K = detail::JsonValue::Kind;
@@ -394,18 +399,9 @@ class SafetensorsWriter {
     const std::string header_key(safetensors_crc_key);
     for (const auto& t : tensors_)
       metadata[header_key + "." + t.name] = detail::crc_hex(crc32c(data_.data() + t.begin, t.end - t.begin));
-    detail::HeaderDigest d; // the same canonical text SafetensorsFile::header_digest reads back
-    d.field("metadata");
-    for (const auto& [k, v] : metadata_) {
-      d.field(k);
-      d.field(v);
-    }
-    d.field("tensors");
-    std::vector<const Tensor*> by_name;
-    for (const auto& t : tensors_) by_name.push_back(&t);
-    std::sort(by_name.begin(), by_name.end(), [](auto* a, auto* b) { return a->name < b->name; });
-    for (const auto* t : by_name) d.tensor(t->name, dtype_name(t->dtype), t->shape, t->begin, t->end);
-    metadata[header_key] = detail::crc_hex(d.crc);
+    // The same canonical text SafetensorsFile::header_digest reads back (metadata_ holds no
+    // checksum keys: add() refuses them).
+    metadata[header_key] = detail::crc_hex(detail::header_digest(metadata_, tensors_));
 
     std::string h = "{\"__metadata__\":{";
     bool first = true;
