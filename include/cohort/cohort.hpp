@@ -24,6 +24,7 @@
 #include "cohort/layers/log_softmax.hpp"
 #include "cohort/layers/max_pool2d.hpp"
 #include "cohort/layers/relu.hpp"
+#include "cohort/layers/residual.hpp"
 
 #include "cohort/network/executor.hpp"
 #include "cohort/network/network.hpp"

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from safetensors.numpy import save_file
 
 import cohort_mirror as cm
+from cohort_modules import Residual
 
 GENERATOR_VERSION = "1"
 
@@ -52,6 +53,7 @@ def layer_case(out, name, module, x, seed, meta, train=True, steps=True, set_sta
     g = rng(seed)
     if set_state:
         set_state(module, g)
+    module.zero_grad(set_to_none=True)  # a module reused from another case keeps no gradients
     module.train(train)
     tensors = {"x": x}
     for k, v in module.state_dict().items():
@@ -140,6 +142,40 @@ def make_layers(out):
     ctx2 = {"seed": 99, "step": 7}
     layer_case(out, "layer_dropout2d", PhiloxDropout(0.1, 0, True, ctx2), randn(g, 4, 5, 3, 3), 23,
                {"layer": "Dropout2d<0.1>", "seed": 99, "step": 7, "index": 0})
+
+
+# ----------------------------------------------------------------------------------------------
+# Residual blocks (cohort_modules.Residual): forward, backward and 3 SGD steps, as the layers.
+
+def random_module(module, g):
+    """Random parameters and running statistics for every layer inside `module`."""
+    for m in module.modules():
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            random_bn(m, g)
+        elif isinstance(m, (nn.Conv2d, nn.Linear)):
+            random_params(m, g)
+
+
+def make_blocks(out):
+    g = rng(4)
+    basic = Residual(nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                                   nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4)))
+    layer_case(out, "block_residual_identity", basic, randn(g, 3, 4, 6, 6), 31,
+               {"layer": "Residual<Branch<Conv2d<4,4,3,1,1>,BatchNorm2d<4>,ReLU,Conv2d<4,4,3,1,1>,BatchNorm2d<4>>>"},
+               set_state=random_module)
+    projection = Residual(nn.Sequential(nn.Conv2d(4, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                        nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)),
+                          nn.Sequential(nn.Conv2d(4, 8, 1, stride=2), nn.BatchNorm2d(8)))
+    layer_case(out, "block_residual_projection", projection, randn(g, 3, 4, 7, 7), 32,
+               {"layer": "Residual<Branch<Conv2d<4,8,3,2,1>,...>,Branch<Conv2d<4,8,1,2,0>,BatchNorm2d<8>>>"},
+               set_state=random_module)
+    layer_case(out, "block_residual_projection_eval", projection, randn(g, 3, 4, 7, 7), 33,
+               {"layer": "the projection block in eval mode"}, train=False, set_state=random_module, steps=False)
+    nested = Residual(nn.Sequential(Residual(nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.ReLU())),
+                                    nn.Conv2d(3, 3, 1)))
+    layer_case(out, "block_residual_nested", nested, randn(g, 2, 3, 5, 5), 34,
+               {"layer": "Residual<Branch<Residual<Branch<Conv2d<3,3,3,1,1>,ReLU>>,Conv2d<3,3,1>>>"},
+               set_state=random_module)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -295,6 +331,7 @@ def main():
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(0)
     make_layers(args.out)
+    make_blocks(args.out)
     make_losses(args.out)
     make_optimizers(args.out)
     make_models(args.out)

@@ -68,20 +68,7 @@ void check_layer_fixture_on(const std::string& name, Mode mode = Mode::train, st
   COHORT_CHECK_CLOSE(copy_to_host(dx.data(), dx.size()), f.values<float>("dx"), layer_rtol, name + " dx");
 
   auto mirror = host_mirror(net);
-  for (const auto& e : f.entries()) {
-    if (e.name.rfind("g.", 0) == 0) {
-      const auto g = gradient_of(mirror, "0." + e.name.substr(2));
-      COHORT_CHECK_CLOSE(g, std::span<const float>(f.values<float>(e.name)), layer_rtol, name + " " + e.name);
-    } else if (e.name.rfind("after.", 0) == 0) {
-      const auto b = tensor_values(mirror, "0." + e.name.substr(6));
-      if (e.dtype == DType::i64) {
-        CHECK(b[0] == double(f.values<std::int64_t>(e.name)[0]));
-      } else {
-        COHORT_CHECK_CLOSE(std::span<const double>(b), std::span<const float>(f.values<float>(e.name)), layer_rtol,
-                           name + " " + e.name);
-      }
-    }
-  }
+  check_fixture_gradients_and_buffers(f, mirror, name);
 }
 
 /// Random values in [-1, 1), quantised to multiples of 1/`levels` when levels > 0 (so maxima

@@ -2,6 +2,8 @@
 // Runs one layer inside a one-layer network against a PyTorch fixture, and through the gradient
 // check. Every layer test uses these two, so every layer is held to the same standard.
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <random>
 #include <string>
@@ -30,6 +32,45 @@ using single_layer_net = typename single_layer<S, L>::type;
 /// Tolerance of the layer parity tests: max |cohort - torch| <= 1e-5 * max |torch| per tensor.
 inline constexpr double layer_rtol = 1e-5;
 
+/// Checks the parameter gradients ("g.*") and buffers after the pass ("after.*") of fixture `f`
+/// against `net` (a host network holding the layer at position 0). A gradient that is
+/// analytically zero (a convolution's bias before a BatchNorm in train mode) holds only rounding
+/// noise, with no scale of its own: it must stay under 1e-5 of the fixture's largest parameter
+/// gradient (measured: 3e-6 of it on the CPU, 4e-6 on ThrustDevice, in the residual blocks'
+/// fixtures), as check_reference.py holds such tensors.
+template <class Net>
+void check_fixture_gradients_and_buffers(const SafetensorsFile& f, Network<Net>& net, const std::string& name) {
+  double largest_gradient = 0;
+  for (const auto& e : f.entries())
+    if (e.name.rfind("g.", 0) == 0)
+      for (float v : f.values<float>(e.name)) largest_gradient = std::max(largest_gradient, double(std::abs(v)));
+  const double noise_floor = 1e-5 * largest_gradient;
+  for (const auto& e : f.entries()) {
+    if (e.name.rfind("g.", 0) == 0) {
+      const auto g = gradient_of(net, "0." + e.name.substr(2));
+      const auto expected = f.values<float>(e.name);
+      double largest = 0, largest_actual = 0;
+      for (float v : expected) largest = std::max(largest, double(std::abs(v)));
+      for (auto v : g) largest_actual = std::max(largest_actual, double(std::abs(v)));
+      if (largest < noise_floor) {
+        INFO(name << " " << e.name << " is analytically zero: largest value " << largest_actual << ", noise floor "
+                  << noise_floor);
+        CHECK(largest_actual <= noise_floor);
+        continue;
+      }
+      COHORT_CHECK_CLOSE(g, std::span<const float>(expected), layer_rtol, name + " " + e.name);
+    } else if (e.name.rfind("after.", 0) == 0) {
+      const auto b = tensor_values(net, "0." + e.name.substr(6));
+      if (e.dtype == DType::i64) {
+        CHECK(b[0] == double(f.values<std::int64_t>(e.name)[0]));
+      } else {
+        COHORT_CHECK_CLOSE(std::span<const double>(b), std::span<const float>(f.values<float>(e.name)), layer_rtol,
+                           name + " " + e.name);
+      }
+    }
+  }
+}
+
 /// Loads inputs and parameters from fixture `name`, then checks forward output, input gradient,
 /// parameter gradients, buffers after the pass and (when present) 3 SGD(lr 0.1, momentum 0.9)
 /// steps on the loss sum(y * dy).
@@ -54,21 +95,10 @@ void check_layer_fixture(const std::string& name, Mode mode = Mode::train, std::
   COHORT_CHECK_CLOSE(y.span(), std::span<const float>(f.values<float>("y")), layer_rtol, name + " y");
   auto dx = net.backward(ConstBatchView<Out, float>(dy.data(), batch), {.input_grad = true});
   COHORT_CHECK_CLOSE(dx.span(), std::span<const float>(f.values<float>("dx")), layer_rtol, name + " dx");
-  for (const auto& e : f.entries()) {
-    if (e.name.rfind("g.", 0) == 0) {
-      const auto g = gradient_of(net, "0." + e.name.substr(2));
-      COHORT_CHECK_CLOSE(g, std::span<const float>(f.values<float>(e.name)), layer_rtol, name + " " + e.name);
-    } else if (e.name.rfind("after.", 0) == 0) {
-      const auto b = tensor_values(net, "0." + e.name.substr(6));
-      if (e.dtype == DType::i64) {
-        CHECK(b[0] == double(f.values<std::int64_t>(e.name)[0]));
-      } else {
-        COHORT_CHECK_CLOSE(std::span<const double>(b), std::span<const float>(f.values<float>(e.name)), layer_rtol,
-                           name + " " + e.name);
-      }
-    }
-  }
-  if (f.find("step1.weight") || f.find("step1.bias")) {
+  check_fixture_gradients_and_buffers(f, net, name);
+  const bool has_steps = std::any_of(f.entries().begin(), f.entries().end(),
+                                     [](const SafetensorsEntry& e) { return e.name.rfind("step1.", 0) == 0; });
+  if (has_steps) {
     Sgd<float> opt({.lr = 0.1, .momentum = 0.9});
     for (int s = 1; s <= 3; ++s) {
       net.forward(ConstBatchView<InShape, float>(x.data(), batch));

@@ -11,6 +11,7 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -46,6 +47,17 @@ struct BackwardOptions {
   bool input_grad = false;
 };
 
+/// Where a chain's tensors start in the flat stores: a whole network's stores, or a block's
+/// slice of its enclosing network's (layers/residual.hpp runs its branches on those). `master`:
+/// under mixed precision, the float master copy of `values` (same layout), else null.
+template <class T>
+struct StorePointers {
+  const T* values = nullptr;
+  accumulator_t<T>* buffers = nullptr;
+  std::int64_t* counters = nullptr;
+  const accumulator_t<T>* master = nullptr;
+};
+
 /// The default backward hook: does nothing. A hook is called as `hook(layer_index)` as soon as
 /// that layer's parameter gradients are final, in reverse layer order (for overlapping
 /// all-reduce with the rest of the backward pass).
@@ -70,7 +82,7 @@ struct max_activation<type_list<Bs...>> {
 } // namespace detail
 
 /// Forward/backward over a batch for network `Net` with element type `T` on `Backend`.
-template <NetworkDescription Net, class T, class Backend>
+template <ChainDescription Net, class T, class Backend>
 class Executor {
   using layers = typename Net::layers;
   static constexpr std::size_t L = Net::layer_count;
@@ -103,6 +115,11 @@ class Executor {
   /// `master`: under mixed precision, the float master copy of the parameters (same layout).
   ConstBatchView<output_shape, T> forward(context_type& ctx, const StepInfo& step, params_type& p,
                                           ConstBatchView<input_shape, T> x, const accumulator_t<T>* master = nullptr) {
+    return forward(ctx, step, StorePointers<T>{p.values.data(), p.buffers.data(), p.counters.data(), master}, x);
+  }
+  /// The same on tensors found through pointers (a block's slice of the stores).
+  ConstBatchView<output_shape, T> forward(context_type& ctx, const StepInfo& step, const StorePointers<T>& p,
+                                          ConstBatchView<input_shape, T> x) {
     if (x.batch() == 0) throw ValueError("forward: the batch is empty");
     reserve(x.batch());
     batch_ = x.batch();
@@ -120,15 +137,15 @@ class Executor {
         const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         const ForwardArgs<Backend, T> args{ctx,
                                            step_,
-                                           I,
+                                           index_base_ + I,
                                            batch_,
-                                           p.values.data() + Net::layout.param_base[I],
-                                           p.buffers.data() + Net::layout.buffer_base[I],
-                                           p.counters.data() + Net::layout.counter_base[I],
+                                           p.values + Net::layout.param_base[I],
+                                           p.buffers + Net::layout.buffer_base[I],
+                                           p.counters + Net::layout.counter_base[I],
                                            act_[I],
                                            out,
                                            fused >= 1,
-                                           master ? master + Net::layout.param_base[I] : nullptr};
+                                           p.master ? p.master + Net::layout.param_base[I] : nullptr};
         if constexpr (fusable<I>() == 2) {
           if (fused == 2)
             B::template forward_relu_pool<Backend, T, typename layer<I + 2>::geometry>(args, std::get<I>(states_));
@@ -153,6 +170,15 @@ class Executor {
   ConstBatchView<input_shape, T> backward(context_type& ctx, const params_type& p, grads_type& g,
                                           ConstBatchView<output_shape, T> dy, BackwardOptions opts = {},
                                           Hook&& hook = {}, const accumulator_t<T>* master = nullptr) {
+    // Backward reads parameters and running statistics only.
+    const StorePointers<T> at{p.values.data(), const_cast<accumulator_t<T>*>(p.buffers.data()), nullptr, master};
+    return backward(ctx, at, g.values.data(), dy, opts, std::forward<Hook>(hook));
+  }
+  /// The same on tensors found through pointers, gradients written from `grads` on.
+  template <class Hook = NoHook>
+  ConstBatchView<input_shape, T> backward(context_type& ctx, const StorePointers<T>& p, accumulator_t<T>* grads,
+                                          ConstBatchView<output_shape, T> dy, BackwardOptions opts = {},
+                                          Hook&& hook = {}) {
     if (batch_ == 0) throw ValueError("backward: call forward first");
     if (dy.batch() != batch_)
       throw ShapeError(
@@ -178,18 +204,18 @@ class Executor {
         const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         const BackwardArgs<Backend, T> args{ctx,
                                             step_,
-                                            I,
+                                            index_base_ + I,
                                             batch_,
-                                            p.values.data() + Net::layout.param_base[I],
-                                            g.values.data() + Net::layout.param_base[I],
-                                            p.buffers.data() + Net::layout.buffer_base[I],
+                                            p.values + Net::layout.param_base[I],
+                                            grads + Net::layout.param_base[I],
+                                            p.buffers + Net::layout.buffer_base[I],
                                             act_[I],
                                             act_[I + 1],
                                             d_out,
                                             dx,
                                             opts.accumulate,
                                             fused >= 1,
-                                            master ? master + Net::layout.param_base[I] : nullptr};
+                                            p.master ? p.master + Net::layout.param_base[I] : nullptr};
         if constexpr (fusable<I>() == 2) {
           if (fused == 2)
             B::template backward_relu_pool<Backend, T, typename layer<I + 2>::geometry>(args, std::get<I>(states_));
@@ -222,6 +248,9 @@ class Executor {
   /// default where the backend supports it). Results are bitwise the same either way; off costs
   /// memory passes over full-size activations and gradients.
   void set_fusion(bool on) noexcept { fusion_ = on; }
+  /// The position layers report as theirs (ForwardArgs::index: it selects dropout streams)
+  /// starts here: 0 for a network, a number of its own for each branch of each block.
+  void set_index_base(std::size_t base) noexcept { index_base_ = base; }
   bool fusion() const noexcept { return fusion_; }
 
   /// Batch size of the last forward pass.
@@ -306,6 +335,7 @@ class Executor {
   StepInfo step_{};
   LayerProfile* profile_ = nullptr;
   bool fusion_ = true;
+  std::size_t index_base_ = 0;
 };
 
 } // namespace cohort

@@ -89,7 +89,7 @@ void copy_store(Dst& dst, const Src& src) {
 /// device memory: initialize() fills them through a host copy, copy_from() moves whole stores
 /// between backends, and the host views (state_dict, view, parameter, find) do not compile:
 /// copy to a `Parameters<Net, T, Cpu>` first.
-template <NetworkDescription Net, class T, class Backend>
+template <ChainDescription Net, class T, class Backend>
 class Parameters {
   static constexpr bool on_host = host_memory_backend<Backend>;
 
@@ -245,7 +245,7 @@ class Parameters {
 
 /// Gradients of a network's parameters: same layout as Parameters::values, in the accumulator
 /// type (float for float and the 16-bit types: mixed precision keeps fp32 gradients).
-template <NetworkDescription Net, class T, class Backend>
+template <ChainDescription Net, class T, class Backend>
 class Gradients {
  public:
   using value_type = accumulator_t<T>;

@@ -15,6 +15,7 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "cohort/core/shape.hpp"
@@ -39,24 +40,42 @@ struct LayoutEntry {
 
 namespace detail {
 
+/// Where a chain of layers sits, for compile errors: at the top of a Sequential, or in a branch
+/// of a block (`in_block<3, branch::body, in_sequential>`: the body of the block at position 3).
+struct in_sequential {};
+template <std::size_t BlockIndex, class Branch, class Outer>
+struct in_block {};
+
 /// Fails with a message naming the layer position; the instantiation note shows the layer, the
-/// shape it received (Produced) and what it takes (Expected).
-template <std::size_t Index, class LayerType, class Produced, class Expected>
+/// shape it received (Produced) and what it takes (Expected), and, inside a block (Where), the
+/// block's position and branch.
+template <class Where, std::size_t Index, class LayerType, class Produced, class Expected>
 constexpr bool check_link() {
   if constexpr (!Layer<LayerType>) {
-    static_assert(Layer<LayerType>,
-                  "Sequential: argument Index (after the Input) is not a layer: it needs name, signature() and "
-                  "expected_input (see layers/layer.hpp)");
+    if constexpr (std::is_same_v<Where, in_sequential>)
+      static_assert(Layer<LayerType>,
+                    "Sequential: argument Index (after the Input) is not a layer: it needs name, signature() and "
+                    "expected_input (see layers/layer.hpp)");
+    else
+      static_assert(Layer<LayerType>,
+                    "Residual: argument Index of a branch (Where: the block's position and branch) is not a layer: "
+                    "it needs name, signature() and expected_input (see layers/layer.hpp)");
     return false;
   } else {
-    static_assert(LayerType::template accepts<Produced>,
-                  "Sequential: layer Index cannot take the output of the layer before it; compare Produced "
-                  "(the shape it receives) with Expected (the shape it takes) in the note below");
+    if constexpr (std::is_same_v<Where, in_sequential>)
+      static_assert(LayerType::template accepts<Produced>,
+                    "Sequential: layer Index cannot take the output of the layer before it; compare Produced "
+                    "(the shape it receives) with Expected (the shape it takes) in the note below");
+    else
+      static_assert(LayerType::template accepts<Produced>,
+                    "Residual: layer Index of a branch cannot take the output of the layer before it (the block's "
+                    "input for layer 0); Where names the block's position and the branch; compare Produced (the "
+                    "shape it receives) with Expected (the shape it takes) in the note below");
     return LayerType::template accepts<Produced>;
   }
 }
 
-template <bool Ok, std::size_t I, class Produced, class... Ls>
+template <bool Ok, class Where, std::size_t I, class Produced, class... Ls>
 struct chain_step;
 
 /// What a layer takes, or void for a type that is not a layer (check_link then reports it).
@@ -69,25 +88,38 @@ struct expected_input_of<L> {
   using type = typename L::expected_input;
 };
 
+/// Layer L bound to shape In at position I of the chain at Where: L::bind_at<Where, I, In> for
+/// layers that name their position in their own errors (blocks), else L::bind<In>.
+template <class L, class Where, std::size_t I, class In>
+struct bind_of {
+  using type = typename L::template bind<In>;
+};
+template <class L, class Where, std::size_t I, class In>
+requires requires { typename L::template bind_at<Where, I, In>; }
+struct bind_of<L, Where, I, In> {
+  using type = typename L::template bind_at<Where, I, In>;
+};
+
 /// Binds layers left to right; stops at the first link that fails.
-template <std::size_t I, class Produced, class... Ls>
+template <class Where, std::size_t I, class Produced, class... Ls>
 struct chain {
   using bound = type_list<>;
   using output = Produced;
 };
-template <std::size_t I, class Produced, class L, class... Rest>
-struct chain<I, Produced, L, Rest...>
-    : chain_step<check_link<I, L, Produced, typename expected_input_of<L>::type>(), I, Produced, L, Rest...> {};
+template <class Where, std::size_t I, class Produced, class L, class... Rest>
+struct chain<Where, I, Produced, L, Rest...>
+    : chain_step<check_link<Where, I, L, Produced, typename expected_input_of<L>::type>(), Where, I, Produced, L,
+                 Rest...> {};
 
-template <std::size_t I, class Produced, class L, class... Rest>
-struct chain_step<true, I, Produced, L, Rest...> {
-  using head = typename L::template bind<Produced>;
-  using next = chain<I + 1, typename head::output_shape, Rest...>;
+template <class Where, std::size_t I, class Produced, class L, class... Rest>
+struct chain_step<true, Where, I, Produced, L, Rest...> {
+  using head = typename bind_of<L, Where, I, Produced>::type;
+  using next = chain<Where, I + 1, typename head::output_shape, Rest...>;
   using bound = typename prepend<head, typename next::bound>::type;
   using output = typename next::output;
 };
-template <std::size_t I, class Produced, class L, class... Rest>
-struct chain_step<false, I, Produced, L, Rest...> {
+template <class Where, std::size_t I, class Produced, class L, class... Rest>
+struct chain_step<false, Where, I, Produced, L, Rest...> {
   using bound = type_list<>;
   using output = InvalidShape;
 };
@@ -154,21 +186,19 @@ struct layout<type_list<Bs...>> {
 
 } // namespace detail
 
-/// `Sequential<Input<...>, Layer0, Layer1, ...>`: the network description.
-template <class InputDecl, class... Layers>
-struct Sequential {
-  static_assert(detail::is_input<InputDecl>::value,
-                "Sequential: the first argument must declare the input, e.g. Input<1, 28, 28>");
-  static_assert(sizeof...(Layers) > 0, "Sequential: give at least one layer after the Input");
-
-  using input_shape = typename InputDecl::shape;
-  using chain = detail::chain<0, input_shape, Layers...>;
+namespace detail {
+/// A chain of layers bound one after another from `InputShape`, with its tensor layout: what
+/// a Sequential is, and what each branch of a block (layers/residual.hpp) is.
+template <class Where, class InputShape, class... Layers>
+struct layer_chain {
+  using input_shape = InputShape;
+  using chain_type = chain<Where, 0, input_shape, Layers...>;
   /// The bound layers, in order (a detail::type_list).
-  using layers = typename chain::bound;
-  using output_shape = typename chain::output;
+  using layers = typename chain_type::bound;
+  using output_shape = typename chain_type::output;
 
   static constexpr std::size_t layer_count = sizeof...(Layers);
-  using layout_type = detail::layout<layers>;
+  using layout_type = ::cohort::detail::layout<layers>;
   static constexpr auto layout = layout_type::value;
   /// Trainable scalars, as sum(p.numel() for p in model.parameters()).
   static constexpr std::size_t parameter_count = layout_type::parameter_count;
@@ -176,6 +206,31 @@ struct Sequential {
   static constexpr std::size_t parameter_store_size = layout.param_base[layer_count];
   static constexpr std::size_t buffer_store_size = layout.buffer_base[layer_count];
   static constexpr std::size_t counter_store_size = layout.counter_base[layer_count];
+};
+
+/// A Sequential's chain: from its Input, or (not an Input: Sequential's static_assert says so)
+/// an empty chain, so nothing else is reported.
+template <class InputDecl, class... Layers>
+struct sequential_chain {
+  using type = layer_chain<in_sequential, Shape<1>>;
+};
+template <std::size_t... E, class... Layers>
+struct sequential_chain<Input<E...>, Layers...> {
+  using type = layer_chain<in_sequential, Shape<E...>, Layers...>;
+};
+} // namespace detail
+
+/// `Sequential<Input<...>, Layer0, Layer1, ...>`: the network description.
+template <class InputDecl, class... Layers>
+struct Sequential : detail::sequential_chain<InputDecl, Layers...>::type {
+  static_assert(detail::is_input<InputDecl>::value,
+                "Sequential: the first argument must declare the input, e.g. Input<1, 28, 28>");
+  static_assert(sizeof...(Layers) > 0, "Sequential: give at least one layer after the Input");
+
+  using base = typename detail::sequential_chain<InputDecl, Layers...>::type;
+  using typename base::input_shape;
+  using typename base::layers;
+  using typename base::output_shape;
 
   /// One line per layer: index, signature, input and output shape. Two networks are the same
   /// (same layers, hyperparameters and shapes) exactly when their signatures are equal.
@@ -197,5 +252,16 @@ struct is_sequential<Sequential<I, Ls...>> : std::true_type {};
 /// A complete, well-formed network description.
 template <class N>
 concept NetworkDescription = detail::is_sequential<N>::value && ShapeType<typename N::output_shape>;
+
+/// A well-formed chain of bound layers with its layout: a Sequential or a branch of a block.
+/// What the executor and the flat stores need.
+template <class N>
+concept ChainDescription = requires {
+  typename N::layers;
+  N::layout;
+  N::layer_count;
+  N::parameter_store_size;
+}
+&&ShapeType<typename N::input_shape>&& ShapeType<typename N::output_shape>;
 
 } // namespace cohort

@@ -48,6 +48,25 @@ struct ops::ElementwiseKernels<Cpu> {
     });
   }
 
+  /// y = a + b, or max(a + b, 0) when `relu` (a residual block's sum, its ReLU fused). 16-bit
+  /// elements are added in float and rounded once, as PyTorch adds half tensors.
+  template <class T>
+  static void add(CpuContext& ctx, const T* a, const T* b, T* y, std::size_t n, bool relu) {
+    using A = accumulator_t<T>;
+    ctx.threads().parallel_for(n, grain, [a, b, y, relu](std::size_t lo, std::size_t hi) {
+      const T* __restrict p = a;
+      const T* __restrict q = b;
+      T* __restrict out = y;
+      if (relu) // two loops: no branch inside either, so both vectorise
+        for (std::size_t i = lo; i < hi; ++i) {
+          const A s = A(p[i]) + A(q[i]);
+          out[i] = T(s > 0 ? s : A(0));
+        }
+      else
+        for (std::size_t i = lo; i < hi; ++i) out[i] = T(A(p[i]) + A(q[i]));
+    });
+  }
+
   /// For each unit u of `units` (an element, or a channel of `unit_size` elements): keep it when
   /// stream.uniform(index(u)) >= p, store the mask (0 or 1/(1-p)) and y = x * mask.
   /// The mask is kept in the accumulator type (1/(1-p) is not exact in 16 bits); 16-bit

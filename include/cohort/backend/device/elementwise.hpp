@@ -31,6 +31,15 @@ template <class T>
 struct ReluGrad {
   COHORT_HOST_DEVICE T operator()(T y, T dy) const { return accumulator_t<T>(y) > 0 ? dy : T(0); }
 };
+/// a + b (then max(., 0) when `relu`), in the accumulator type, rounded once: a residual sum.
+template <class T>
+struct AddMaybeRelu {
+  bool relu;
+  COHORT_HOST_DEVICE T operator()(T a, T b) const {
+    const accumulator_t<T> s = accumulator_t<T>(a) + accumulator_t<T>(b);
+    return T(relu && !(s > 0) ? accumulator_t<T>(0) : s);
+  }
+};
 template <class T>
 struct DropoutUnit {
   using A = accumulator_t<T>;
@@ -102,6 +111,11 @@ struct ElementwiseKernels {
   template <class T>
   static void relu_backward(context& ctx, const T* y, const T* dy, T* dx, std::size_t n) {
     thrust::transform(ctx.policy(), y, y + n, dy, dx, detail::ReluGrad<T>{});
+  }
+  /// y = a + b, or max(a + b, 0) when `relu` (a residual block's sum, its ReLU fused).
+  template <class T>
+  static void add(context& ctx, const T* a, const T* b, T* y, std::size_t n, bool relu) {
+    thrust::transform(ctx.policy(), a, a + n, b, y, detail::AddMaybeRelu<T>{relu});
   }
   /// As the CPU backend: unit u is kept when stream.uniform(index(u)) >= p, so masks are the
   /// same on every backend, replica count and world size.
