@@ -29,7 +29,7 @@ TEST_CASE("Residual: a block nested in a body matches PyTorch") {
   check_layer_fixture<Nested, Shape<3, 5, 5>>("block_residual_nested");
 }
 
-TEST_CASE("Residual: gradients match finite differences (identity, projection, nested; train and eval)") {
+TEST_CASE("Residual: gradients match finite differences (identity, projection, nested, train and eval)") {
   gradcheck_layer<Basic, Shape<4, 5, 5>>(2, Mode::train);
   gradcheck_layer<Basic, Shape<4, 5, 5>>(2, Mode::eval);
   gradcheck_layer<Projection, Shape<4, 5, 5>>(2, Mode::train);

@@ -26,7 +26,7 @@ TEST_CASE("device errors: a failed Thrust allocation is a DeviceError naming the
   }
 }
 
-TEST_CASE("device errors: a Thrust system_error becomes a DeviceError; cohort's own errors pass unchanged") {
+TEST_CASE("device errors: a Thrust system_error becomes a DeviceError, and cohort's own errors pass unchanged") {
   ThrustDeviceContext ctx;
   CHECK_THROWS_WITH_AS(
       ctx.translate_errors(
