@@ -9,6 +9,7 @@
 //   mpirun -np 2 train_mnist --parallel ddp                      # DistributedDataParallel over MPI
 //   train_mnist --precision fp16                                 # Apex O2: fp16 model, fp32 master weights
 
+#include <cctype>
 #include <cstdio>
 #include <exception>
 
@@ -21,8 +22,8 @@
 int main(int argc, char** argv) {
   TrainMnistOptions o;
   CLI::App app{"Train a seed model on Fashion-MNIST (or any MNIST-format directory) with cohort"};
-  app.add_option("--model", o.model, "A (seed 000), B (seed 001), C or D (seed 003 small/large)")
-      ->check(CLI::IsMember({"A", "B", "C", "D"}))
+  app.add_option("--model", o.model, "A (seed 000), B (seed 001), C or D (seed 003 small/large), resnet (ResNet-20)")
+      ->check(CLI::IsMember({"A", "B", "C", "D", "resnet"}))
       ->capture_default_str();
   app.add_option("--epochs", o.epochs, "epochs to train (in all, counting those before --resume)")
       ->capture_default_str();
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
   app.add_option("--optimizer", o.optimizer, "sgd, adam or adadelta (default: the seed's)")
       ->check(CLI::IsMember({"sgd", "adam", "adadelta"}));
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--weight-decay", o.weight_decay, "L2 weight decay (SGD, Adam, Adadelta: torch's weight_decay)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--data-dir", o.data_dir, "directory with train-/t10k- images and labels in IDX format (.gz or raw)")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of initialisation, dropout and shuffling")->capture_default_str();
@@ -76,7 +79,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     std::string model = o.model;
-    model[0] = char(model[0] - 'A' + 'a');
+    for (char& c : model) c = char(std::tolower(static_cast<unsigned char>(c)));
 #define TRAIN_MNIST_DISPATCH(m, p)                                                                                     \
   if (model == #m && o.precision == #p) return train_model_##m##_##p(o);
     TRAIN_MNIST_FOR_EACH(TRAIN_MNIST_DISPATCH)

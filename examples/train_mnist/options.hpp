@@ -7,12 +7,13 @@
 #include <string>
 
 struct TrainMnistOptions {
-  std::string model = "A";
+  std::string model = "A"; // A, B, C, D or resnet
   std::size_t epochs = 2;
   std::size_t batch_size = 0; // 0: the seed notebook's (100 for B, 128 otherwise)
   double lr = -1;             // < 0: the seed notebook's
   std::string optimizer;      // empty: the seed notebook's
   double momentum = 0;
+  double weight_decay = 0;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::uint64_t seed = 0;
   std::size_t threads = 1;
@@ -39,7 +40,8 @@ struct TrainMnistOptions {
   X(a, fp32) X(a, fp16) X(a, bf16)       \
   X(b, fp32) X(b, fp16) X(b, bf16)       \
   X(c, fp32) X(c, fp16) X(c, bf16)       \
-  X(d, fp32) X(d, fp16) X(d, bf16)
+  X(d, fp32) X(d, fp16) X(d, bf16)       \
+  X(resnet, fp32) X(resnet, fp16) X(resnet, bf16)
 // clang-format on
 #define TRAIN_MNIST_DECLARE(model, precision) int train_model_##model##_##precision(const TrainMnistOptions&);
 TRAIN_MNIST_FOR_EACH(TRAIN_MNIST_DECLARE)

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cohort/layers/residual.hpp>
+#include <cohort/models/resnet.hpp>
 
 #include "support/layer_harness.hpp"
 
@@ -29,11 +30,20 @@ TEST_CASE("Residual: a block nested in a body matches PyTorch") {
   check_layer_fixture<Nested, Shape<3, 5, 5>>("block_residual_nested");
 }
 
+TEST_CASE(
+    "Residual: the ResNet blocks (basic with projection, bottleneck with identity and projection) match PyTorch") {
+  // models/resnet.hpp's blocks as written there, against cohort_modules.basic_block/bottleneck.
+  check_layer_fixture<models::BasicBlock<4, 8, 2>, Shape<4, 7, 7>>("block_basic_projection");
+  check_layer_fixture<models::Bottleneck<16, 4>, Shape<16, 5, 5>>("block_bottleneck_identity");
+  check_layer_fixture<models::Bottleneck<8, 4, 2>, Shape<8, 7, 6>>("block_bottleneck_projection");
+}
+
 TEST_CASE("Residual: gradients match finite differences (identity, projection, nested, train and eval)") {
   gradcheck_layer<Basic, Shape<4, 5, 5>>(2, Mode::train);
   gradcheck_layer<Basic, Shape<4, 5, 5>>(2, Mode::eval);
   gradcheck_layer<Projection, Shape<4, 5, 5>>(2, Mode::train);
   gradcheck_layer<Nested, Shape<3, 4, 4>>(2, Mode::train);
+  gradcheck_layer<models::Bottleneck<8, 2, 2>, Shape<8, 5, 4>>(2, Mode::train);
 }
 
 TEST_CASE("Residual: tensors are named as PyTorch's Residual module names them, in the block's slice") {

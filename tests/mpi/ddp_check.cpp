@@ -9,6 +9,10 @@
 //       deterministic model A: 1 epoch then a checkpoint (any world size), or resume + 1 epoch
 //       into a trainer built with another seed (the checkpoint's must win), checking the step
 //       and epoch right after loading.
+//   mpirun -np N ddp_check resnet
+//       ResNet-20 (residual blocks, BatchNorm), 2 steps: N ranks x batch 16/N against one process
+//       on batch 16 normalising the same per-rank groups of samples, per tensor within 1e-5; in
+//       deterministic mode bitwise equal
 //   mpirun -np 2 ddp_check mismatch     rank 1 builds a wider network: every rank must say so
 //   mpirun -np 3 --enable-recovery ddp_check fault --signal stop|kill --at TEXT [--at-step N] --stamp FILE
 //       model C, 2 epochs with evaluation, then a checkpoint, with a 3 s deadline; rank 1 stops
@@ -25,6 +29,7 @@
 // that expect one match its message).
 
 #include <cohort/cohort.hpp>
+#include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 #include <cohort/mpi.hpp>
 #include <cohort/precision/mixed_precision.hpp>
@@ -131,6 +136,48 @@ int resume(const Args& a) {
   return check_identical("ddp_check", w);
 }
 
+/// ResNet-20 across ranks, BatchNorm included: each rank normalises its own samples (DDP's
+/// semantics), so the one-process reference computes the same groups: deterministic mode with
+/// one chunk per rank (chunk j holds global samples j, j + world, ...: rank j's share under
+/// DistributedSampler), summed in chunk order.
+int resnet() {
+  using Net = models::ResNet20;
+  const Bands data(32, 6);
+  const std::size_t world = std::size_t(world_size()), global = 16, per_rank = global / world;
+  const auto sgd_nesterov = [] { return Sgd({.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true}); };
+  std::vector<float> reference; // one process, 2 steps
+  if (world_rank() == 0) {
+    TrainerOptions g = options(global, true);
+    g.parallel.deterministic_chunks = world;
+    Trainer<Net, Sgd<>, ThreadedReplicas<1>> one(sgd_nesterov(), g);
+    one.fit(data, 1);
+    reference = values(one.parameters());
+  }
+  int failed = 0;
+  for (bool deterministic : {false, true}) {
+    TrainerOptions o = options(per_rank, deterministic);
+    o.parallel.deterministic_chunks = world;
+    Trainer<Net, Sgd<>, ProcessGroupDDP<Mpi>> ddp(sgd_nesterov(), o);
+    ddp.fit(data, 1);
+    const auto w = values(ddp.parameters());
+    failed |= check_identical("ddp_check", w);
+    if (world_rank() != 0) continue;
+    if (deterministic) {
+      const bool same = w == reference;
+      std::printf("ResNet-20 deterministic, %zu rank(s) x batch %zu: %s one process x batch %zu\n", world, per_rank,
+                  same ? "bitwise equal to" : "DIFFERENT from", global);
+      failed |= !same;
+    } else {
+      const auto [d, worst] = worst_tensor_difference<Net>(w, reference);
+      std::printf("ResNet-20, %zu rank(s) x batch %zu vs 1 process x batch %zu: worst tensor %s differs by %.3g of "
+                  "its largest value (limit 1e-5)\n",
+                  world, per_rank, global, worst.c_str(), d);
+      failed |= !(d <= 1e-5);
+    }
+  }
+  return failed;
+}
+
 /// Rank 1 builds another network: every rank must stop with the difference.
 int mismatch() {
   if (world_rank() == 1) {
@@ -232,6 +279,7 @@ int main(int argc, char** argv) {
     if (a.mode == "equivalence") return equivalence(a);
     if (a.mode == "resume") return resume(a);
     if (a.mode == "mismatch") return mismatch();
+    if (a.mode == "resnet") return resnet();
     if (a.mode == "fault") return fault(a);
     if (a.mode == "accumulate") return accumulate();
     if (a.mode == "overflow") return overflow();

@@ -1,6 +1,6 @@
 # Runs ddp_check under mpirun and checks what it must do (see ddp_check.cpp).
 #   cmake -DMPIEXEC=... -DEXE=ddp_check -DWORK=dir -DCASE=<case> -P run_ddp.cmake
-# Cases: equivalence, deterministic, tcp, resume, mismatch, environment, accumulate, overflow, and
+# Cases: equivalence, deterministic, tcp, resume, resnet, mismatch, environment, accumulate, overflow, and
 # the fault cases kill, hang, hang_uneven_deadlines, stall_startup, stall_broadcast, stall_loss, stall_evaluation,
 # stall_checkpoint; with EXE=ddp_device_check: device_equivalence, device_resume, device_mixed,
 # device_kill, device_hang.
@@ -140,6 +140,11 @@ elseif(CASE STREQUAL "resume")
     run(${np} rc out 120 -- resume --resume ${WORK}/epoch1.safetensors --out ${WORK}/resumed${np}.bin)
     expect_success("${rc}" "${out}")
     expect_same(${WORK}/straight.bin ${WORK}/resumed${np}.bin)
+  endforeach()
+elseif(CASE STREQUAL "resnet")
+  foreach(np 1 2)
+    run(${np} rc out 300 -- resnet)
+    expect_success("${rc}" "${out}")
   endforeach()
 elseif(CASE STREQUAL "mismatch")
   run(2 rc out 120 -- mismatch)

@@ -186,6 +186,17 @@ TEST_CASE("MixedPrecision: every kernel in 16 bits is the float kernel plus one 
   check_layer<Sequential<Input<10>, LogSoftmax>>("LogSoftmax");
 }
 
+TEST_CASE("MixedPrecision: the residual networks' layers in 16 bits are the float kernels plus one rounding") {
+  check_layer<Sequential<Input<4, 9, 8>, Conv2d<4, 8, 3, 1, 1, false>>>("Conv2d without bias, direct");
+  check_layer<Sequential<Input<4, 9, 8>, Conv2d<4, 8, 3, 2, 1, false>>>("Conv2d without bias, stride 2");
+  check_layer<Sequential<Input<4, 9, 8>, AvgPool2d<3, 2, 1>>>("AvgPool2d");
+  check_layer<Sequential<Input<4, 7, 7>, AdaptiveAvgPool2d<1>>>("AdaptiveAvgPool2d");
+  check_layer<Sequential<Input<70>, BatchNorm1d<70>>>("BatchNorm1d");
+  check_layer<Sequential<Input<4, 8, 8>, SiLU>>("SiLU");
+  check_layer<Sequential<Input<4, 8, 8>, GELU>>("GELU");
+  check_layer<Sequential<Input<4, 8, 8>, LeakyReLU<0.1f>>>("LeakyReLU");
+}
+
 TEST_CASE("MixedPrecision: 16-bit models agree with float ones (models A-D, fused and unfused)") {
   // Gradients move more than outputs: ReLU masks and max-pool choices of inputs within a
   // rounding of a kink flip (bfloat16 rounds 8x coarser than half, so 8x as many flip).

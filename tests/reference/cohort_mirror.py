@@ -51,18 +51,32 @@ def dropout_stream(layer, step):
     return (2 << 62) | (layer << 40) | (step & ((1 << 40) - 1))
 
 
+def cohort_order(model):
+    """cohort's state_dict order for a torch.nn.Sequential (network/sequential.hpp's layout): layer
+    by layer, each layer's parameters, then its running statistics, then its counters
+    (num_batches_tracked), each group in PyTorch's own order inside the layer (a Residual block
+    is one layer holding its branches' tensors). Yields (state_dict key, owning module, leaf)."""
+    for layer, m in model.named_children():
+        params = [k for k, _ in m.named_parameters()]
+        buffers = [k for k, _ in m.named_buffers()]
+        stats = [k for k in buffers if not k.endswith("num_batches_tracked")]
+        counters = [k for k in buffers if k.endswith("num_batches_tracked")]
+        for k in params + stats + counters:
+            owner_path, _, leaf = k.rpartition(".")
+            yield f"{layer}.{k}", (m.get_submodule(owner_path) if owner_path else m), leaf
+
+
 def cohort_init(model, seed):
-    """Overwrites a torch.nn.Sequential's state_dict with cohort's default initialisation."""
+    """Overwrites a torch.nn.Sequential's state_dict with cohort's default initialisation: tensor
+    j of cohort_order draws from init stream j."""
     import torch
     sd = model.state_dict()
-    modules = dict(model.named_children())
     new = {}
-    for ordinal, (name, t) in enumerate(sd.items()):
-        layer, leaf = name.split(".", 1)
-        m = modules[layer]
+    for ordinal, (name, m, leaf) in enumerate(cohort_order(model)):
+        t = sd[name]
         if leaf == "num_batches_tracked":
             new[name] = torch.zeros_like(t)
-        elif isinstance(m, torch.nn.BatchNorm2d):
+        elif isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
             new[name] = torch.ones_like(t) if leaf in ("weight", "running_var") else torch.zeros_like(t)
         else:  # Conv2d / Linear: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias
             w = m.weight
@@ -70,6 +84,7 @@ def cohort_init(model, seed):
             bound = 1.0 / math.sqrt(fan_in)
             u = stream_uniform(seed, init_stream(ordinal), 0, t.numel()).astype(np.float64)
             new[name] = torch.from_numpy(((2.0 * u - 1.0) * bound).astype(np.float32)).reshape(t.shape)
+    assert len(new) == len(sd), "cohort_order must cover every tensor of the state_dict"
     model.load_state_dict(new)
 
 

@@ -21,3 +21,38 @@ class Residual(nn.Module):
 
     def forward(self, x):
         return self.body(x) + (x if self.shortcut is None else self.shortcut(x))
+
+
+def basic_block(c_in, c_out, stride=1):
+    """cohort::models::BasicBlock<c_in, c_out, stride> (a ReLU follows it in the network)."""
+    body = nn.Sequential(nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(),
+                         nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out))
+    shortcut = None
+    if stride != 1 or c_in != c_out:
+        shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, 0, bias=False), nn.BatchNorm2d(c_out))
+    return Residual(body, shortcut)
+
+
+def bottleneck(c_in, width, stride=1):
+    """cohort::models::Bottleneck<c_in, width, stride> (torchvision's v1.5 Bottleneck without its
+    final ReLU): 1x1, 3x3 at the stride, 1x1 to 4 * width channels, each followed by BatchNorm."""
+    c_out = 4 * width
+    body = nn.Sequential(nn.Conv2d(c_in, width, 1, 1, 0, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+                         nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+                         nn.Conv2d(width, c_out, 1, 1, 0, bias=False), nn.BatchNorm2d(c_out))
+    shortcut = None
+    if stride != 1 or c_in != c_out:
+        shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, 0, bias=False), nn.BatchNorm2d(c_out))
+    return Residual(body, shortcut)
+
+
+def resnet20(num_classes=10, in_channels=1):
+    """cohort::models::ResNet20: its state_dict names and shapes, layer for layer."""
+    layers = [nn.Conv2d(in_channels, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
+    c = 16
+    for width, stride in ((16, 1), (32, 2), (64, 2)):
+        for i in range(3):
+            layers += [basic_block(c, width, stride if i == 0 else 1), nn.ReLU()]
+            c = width
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, num_classes)]
+    return nn.Sequential(*layers)

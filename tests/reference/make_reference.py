@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from safetensors.numpy import save_file
 
 import cohort_mirror as cm
-from cohort_modules import Residual
+from cohort_modules import Residual, basic_block, bottleneck, resnet20
 
 GENERATOR_VERSION = "1"
 
@@ -142,6 +142,59 @@ def make_layers(out):
     ctx2 = {"seed": 99, "step": 7}
     layer_case(out, "layer_dropout2d", PhiloxDropout(0.1, 0, True, ctx2), randn(g, 4, 5, 3, 3), 23,
                {"layer": "Dropout2d<0.1>", "seed": 99, "step": 7, "index": 0})
+    make_resnet_layers(out)
+
+
+def make_resnet_layers(out):
+    """The layers residual networks add (issue 16), on a generator of their own so the cases above
+    keep their inputs."""
+    g = rng(5)
+    # Conv2d(bias=False) on each CPU path: im2col (stride 2), the direct kernel's tiled and
+    # one-channel weight gradients, and 1x1 kernels (ResNet's projection shortcut is 1x1 stride 2).
+    for name, conv, x, seed in (
+            ("layer_conv2d_nobias_k3s2p1", nn.Conv2d(3, 6, 3, stride=2, padding=1, bias=False), randn(g, 3, 3, 9, 8), 41),
+            ("layer_conv2d_nobias_k1s2", nn.Conv2d(4, 8, 1, stride=2, bias=False), randn(g, 2, 4, 7, 6), 42),
+            ("layer_conv2d_nobias_k3p1", nn.Conv2d(3, 5, 3, padding=1, bias=False), randn(g, 2, 3, 7, 6), 43),
+            ("layer_conv2d_nobias_k1", nn.Conv2d(4, 6, 1, bias=False), randn(g, 2, 4, 5, 5), 44),
+            ("layer_conv2d_nobias_1ch", nn.Conv2d(1, 4, 3, bias=False), randn(g, 3, 1, 8, 8), 45)):
+        spelling = f"Conv2d<{conv.in_channels},{conv.out_channels},{conv.kernel_size[0]},{conv.stride[0]}," \
+                   f"{conv.padding[0]},false>"
+        layer_case(out, name, conv, x, seed, {"layer": spelling}, set_state=random_params)
+    # AvgPool2d: odd sizes (floor mode drops the last row), padding counted in the divisor
+    # (count_include_pad=True), overlapping windows.
+    layer_case(out, "layer_avg_pool2d_k2", nn.AvgPool2d(2), randn(g, 2, 3, 9, 8), 46, {"layer": "AvgPool2d<2,2,0>"})
+    layer_case(out, "layer_avg_pool2d_k3s2p1", nn.AvgPool2d(3, 2, 1), randn(g, 2, 2, 9, 9) + 1.0, 47,
+               {"layer": "AvgPool2d<3,2,1>"})
+    layer_case(out, "layer_avg_pool2d_k3s1p1", nn.AvgPool2d(3, 1, 1), randn(g, 2, 2, 6, 7) + 1.0, 48,
+               {"layer": "AvgPool2d<3,1,1>"})
+    layer_case(out, "layer_adaptive_avg_pool2d", nn.AdaptiveAvgPool2d(1), randn(g, 3, 4, 5, 6) + 0.5, 49,
+               {"layer": "AdaptiveAvgPool2d<1>"})
+    layer_case(out, "layer_adaptive_avg_pool2d_7x7", nn.AdaptiveAvgPool2d(1), randn(g, 2, 8, 7, 7), 50,
+               {"layer": "AdaptiveAvgPool2d<1>"})
+    # BatchNorm1d on (N, Features), random statistics; 150 features split between threads.
+    layer_case(out, "layer_batch_norm1d_train", nn.BatchNorm1d(6), randn(g, 8, 6, scale=2.0) + 0.5, 51,
+               {"layer": "BatchNorm1d<6>"}, set_state=random_bn)
+    layer_case(out, "layer_batch_norm1d_eval", nn.BatchNorm1d(6), randn(g, 8, 6, scale=2.0) + 0.5, 52,
+               {"layer": "BatchNorm1d<6>"}, train=False, set_state=random_bn)
+    layer_case(out, "layer_batch_norm1d_wide", nn.BatchNorm1d(150), randn(g, 5, 150, scale=2.0) - 0.5, 53,
+               {"layer": "BatchNorm1d<150>"}, set_state=random_bn)
+    # Activations, with values near 0 and far out.
+    x = randn(g, 4, 3, 5, 5, scale=3.0)
+    x[0, 0, 0, :] = [0.0, 1e-6, -1e-6, 30.0, -30.0]
+    x[0, 0, 1, :] = [100.0, -100.0, 88.0, -88.0, -90.0]
+    layer_case(out, "layer_silu", nn.SiLU(), x, 54, {"layer": "SiLU"})
+    layer_case(out, "layer_gelu", nn.GELU(), randn(g, 4, 3, 5, 5, scale=3.0), 55, {"layer": "GELU"})
+    # (Tolerances are relative to a tensor's largest value: small and large inputs get fixtures
+    # of their own.)
+    near_zero = randn(g, 2, 16, scale=1e-3)
+    near_zero[0, :4] = [0.0, 1e-8, -1e-8, 1e-6]
+    layer_case(out, "layer_gelu_near_zero", nn.GELU(), near_zero, 56, {"layer": "GELU"})
+    large = (g.uniform(3.0, 60.0, size=(2, 16)) * np.where(g.random((2, 16)) < 0.5, -1.0, 1.0)).astype(np.float32)
+    layer_case(out, "layer_gelu_large", nn.GELU(), large, 59, {"layer": "GELU"})
+    x = randn(g, 4, 3, 5, 5)
+    x[0, 0, 0, :] = 0.0  # the gradient of LeakyReLU at exactly 0 is the slope (x > 0 is false)
+    layer_case(out, "layer_leaky_relu", nn.LeakyReLU(), x, 57, {"layer": "LeakyReLU<0.01>"})
+    layer_case(out, "layer_leaky_relu_0p2", nn.LeakyReLU(0.2), randn(g, 6, 10), 58, {"layer": "LeakyReLU<0.2>"})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -176,6 +229,13 @@ def make_blocks(out):
     layer_case(out, "block_residual_nested", nested, randn(g, 2, 3, 5, 5), 34,
                {"layer": "Residual<Branch<Residual<Branch<Conv2d<3,3,3,1,1>,ReLU>>,Conv2d<3,3,1>>>"},
                set_state=random_module)
+    # The blocks of cohort/models/resnet.hpp, as written there (no-bias convolutions).
+    layer_case(out, "block_basic_projection", basic_block(4, 8, 2), randn(g, 3, 4, 7, 7), 35,
+               {"layer": "models::BasicBlock<4,8,2>"}, set_state=random_module)
+    layer_case(out, "block_bottleneck_identity", bottleneck(16, 4), randn(g, 3, 16, 5, 5), 36,
+               {"layer": "models::Bottleneck<16,4,1>"}, set_state=random_module)
+    layer_case(out, "block_bottleneck_projection", bottleneck(8, 4, 2), randn(g, 3, 8, 7, 6), 37,
+               {"layer": "models::Bottleneck<8,4,2>"}, set_state=random_module)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -322,6 +382,54 @@ def make_models(out, batch=8, seed=0):
               "batch": batch, "stride": STRIDE, "large": LARGE})
 
 
+def make_resnet(out, batch=8, seed=0):
+    """cohort::models::ResNet20 (cohort_modules.resnet20) from cohort's initialisation, 3 SGD steps
+    (Nesterov momentum, weight decay) with BatchNorm in training mode, in float64: a deep ReLU
+    network's float32 trajectories (any two implementations') part at the first pre-activation
+    that rounds to the other side of zero (measured: one at 2.5e-8 of its layer's scale after
+    one step decides 1e-3 of the next gradients), so the 3 steps are compared in double; the
+    float path is compared on the first step (y0, dx0, g0). float32 inputs; tensors larger than
+    4096 elements are kept every 7th element."""
+    model = resnet20()
+    cm.cohort_init(model, seed)  # float32 values, then exact in float64
+    model.double().train()
+    g = rng(200)
+    xs = [g.random((batch, 1, 28, 28), dtype=np.float32) * 2 - 0.5 for _ in range(3)]
+    ys = [g.integers(0, 10, size=batch).astype(np.int32) for _ in range(3)]
+    opt_kw = dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    opt = torch.optim.SGD(model.parameters(), foreach=False, **opt_kw)
+    tensors = {}
+
+    def keep(key, arr):
+        arr = np.ascontiguousarray(arr)
+        if arr.size > 4096:
+            tensors[key + ".every7"] = arr.reshape(-1)[::7].copy()
+        else:
+            tensors[key] = arr
+
+    for k, v in model.state_dict().items():
+        tensors["init_head." + k] = t2n(v).reshape(-1)[:64].copy()
+    for s in range(3):
+        tensors[f"x{s}"], tensors[f"labels{s}"] = xs[s], ys[s]
+        xt = torch.from_numpy(xs[s]).double().requires_grad_(s == 0)
+        opt.zero_grad()
+        y = model(xt)
+        loss = F.cross_entropy(y, torch.from_numpy(ys[s]).long())
+        loss.backward()
+        tensors[f"loss{s}"] = np.array([loss.item()], dtype=np.float64)
+        if s == 0:
+            tensors["y0"] = t2n(y)
+            tensors["dx0"] = t2n(xt.grad)
+            for k, p in model.named_parameters():
+                keep("g0." + k, t2n(p.grad))
+        opt.step()
+    for k, v in model.state_dict().items():
+        keep("after." + k, t2n(v))
+    save(out, "model_resnet20", tensors, {"model": "resnet20", "loss": "cross_entropy", "optimizer": "SGD",
+                                           "options": opt_kw, "seed": seed, "batch": batch, "dtype": "float64",
+                                           "stride": 7, "large": 4096})
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
@@ -335,6 +443,7 @@ def main():
     make_losses(args.out)
     make_optimizers(args.out)
     make_models(args.out)
+    make_resnet(args.out)
     print(f"wrote fixtures to {args.out}")
 
 

@@ -3,8 +3,9 @@
 
     python3 tests/reference/torch_roundtrip.py HELPER WORKDIR
 
-1. cohort writes model B's weights (state_dict names, F32 and I64 num_batches_tracked);
-   PyTorch loads them into nn.Sequential with load_state_dict(strict=True) and must compute
+For model B and ResNet-20 (its blocks' nested names, cohort_modules.resnet20):
+1. cohort writes the model's weights (state_dict names, F32 and I64 num_batches_tracked);
+   PyTorch loads them into its twin with load_state_dict(strict=True) and must compute
    cohort's output (eval mode) on the same batch.
 2. PyTorch changes every tensor, saves with safetensors.torch.save_file; cohort loads the file
    strictly and must compute PyTorch's output.
@@ -30,26 +31,23 @@ def model_b():
                          nn.Flatten(), nn.Linear(1568, 10))
 
 
-def main():
-    helper, work = sys.argv[1], sys.argv[2]
-    os.makedirs(work, exist_ok=True)
-    torch.set_num_threads(1)
+def roundtrip(helper, work, name, m, counter):
+    """Both ways for one model; `counter`: a num_batches_tracked key it holds. Returns 0 on success."""
     x = torch.from_numpy(np.random.default_rng(0).random((6, 1, 28, 28), dtype=np.float32))
     save_file({"x": x}, os.path.join(work, "x.safetensors"))
 
     # cohort -> PyTorch
-    subprocess.run([helper, "export", os.path.join(work, "cohort_w.safetensors"), os.path.join(work, "x.safetensors"),
-                    os.path.join(work, "cohort_y.safetensors")], check=True)
-    m = model_b()
+    subprocess.run([helper, name, "export", os.path.join(work, "cohort_w.safetensors"),
+                    os.path.join(work, "x.safetensors"), os.path.join(work, "cohort_y.safetensors")], check=True)
     sd = load_file(os.path.join(work, "cohort_w.safetensors"))
     m.load_state_dict(sd, strict=True)
-    assert sd["1.num_batches_tracked"].dtype == torch.int64 and int(sd["1.num_batches_tracked"]) == 1
+    assert sd[counter].dtype == torch.int64 and int(sd[counter]) == 1
     m.eval()
     with torch.no_grad():
         y = m(x)
     ref = load_file(os.path.join(work, "cohort_y.safetensors"))["y"]
     err = float((y - ref).abs().max() / ref.abs().max())
-    print(f"PyTorch on cohort-written weights: worst difference {err:.3g} of the largest output")
+    print(f"{name}: PyTorch on cohort-written weights: worst difference {err:.3g} of the largest output")
     if err > 1e-5:
         return 1
 
@@ -63,8 +61,18 @@ def main():
         y2 = m(x)
     save_file({k: v.contiguous() for k, v in m.state_dict().items()}, os.path.join(work, "torch_w.safetensors"))
     save_file({"y": y2}, os.path.join(work, "torch_y.safetensors"))
-    return subprocess.run([helper, "check", os.path.join(work, "torch_w.safetensors"),
+    return subprocess.run([helper, name, "check", os.path.join(work, "torch_w.safetensors"),
                            os.path.join(work, "x.safetensors"), os.path.join(work, "torch_y.safetensors")]).returncode
+
+
+def main():
+    helper, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    torch.set_num_threads(1)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from cohort_modules import resnet20
+    return (roundtrip(helper, work, "B", model_b(), "1.num_batches_tracked")
+            or roundtrip(helper, work, "resnet20", resnet20(), "3.body.1.num_batches_tracked"))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 // Helper of tests/reference/torch_roundtrip.py: writes cohort weights for PyTorch to load, and
 // checks weights PyTorch wrote.
 //
-//   torch_roundtrip export OUT.safetensors INPUT.safetensors OUTPUT.safetensors
-//       model B (seed 11, one training step so BatchNorm statistics are not the defaults) saved
-//       with save_weights; its eval-mode output on the input batch written beside it
-//   torch_roundtrip check WEIGHTS.safetensors INPUT.safetensors EXPECTED.safetensors
+//   torch_roundtrip B|resnet20 export OUT.safetensors INPUT.safetensors OUTPUT.safetensors
+//       model B or ResNet-20 (seed 11, one training step so BatchNorm statistics are not the
+//       defaults) saved with save_weights; its eval-mode output on the input batch written beside it
+//   torch_roundtrip B|resnet20 check WEIGHTS.safetensors INPUT.safetensors EXPECTED.safetensors
 //       loads PyTorch-written weights (strict), runs eval mode, compares with PyTorch's output
 
 #include <cmath>
@@ -13,38 +13,38 @@
 #include <vector>
 
 #include <cohort/cohort.hpp>
+#include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 
 using namespace cohort;
-using Net = models::ModelB;
 
-int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: torch_roundtrip export|check WEIGHTS INPUT OUTPUT\n");
-    return 2;
-  }
+namespace {
+template <class Net>
+int run(char** argv) {
+  using In = typename Net::input_shape;
+  using Out = typename Net::output_shape;
   const std::string mode = argv[1];
   const auto input = SafetensorsFile::read(argv[3]).values<float>("x");
-  const std::size_t batch = input.size() / Net::input_shape::size;
+  const std::size_t batch = input.size() / In::size;
   Network<Net> net(11);
   if (mode == "export") {
     CrossEntropyLoss ce;
     std::vector<std::int32_t> labels(batch);
     for (std::size_t i = 0; i < batch; ++i) labels[i] = std::int32_t(i % 10);
-    ce.forward(net.forward(ConstBatchView<Net::input_shape, float>(input.data(), batch)), labels);
+    ce.forward(net.forward(ConstBatchView<In, float>(input.data(), batch)), labels);
     net.backward(ce.backward());
     Sgd({.lr = 0.1}).step(net);
     save_weights(argv[2], net.parameters());
     net.eval();
-    auto y = net.forward(ConstBatchView<Net::input_shape, float>(input.data(), batch));
+    auto y = net.forward(ConstBatchView<In, float>(input.data(), batch));
     SafetensorsWriter w;
-    w.add<float>("y", {batch, Net::output_shape::size}, y.span());
+    w.add<float>("y", {batch, Out::size}, y.span());
     w.write(argv[4]);
     return 0;
   }
   load_weights(argv[2], net.parameters());
   net.eval();
-  auto y = net.forward(ConstBatchView<Net::input_shape, float>(input.data(), batch));
+  auto y = net.forward(ConstBatchView<In, float>(input.data(), batch));
   const auto expected = SafetensorsFile::read(argv[4]).values<float>("y");
   double worst = 0, scale = 0;
   for (std::size_t i = 0; i < expected.size(); ++i) {
@@ -53,4 +53,13 @@ int main(int argc, char** argv) {
   }
   std::printf("cohort vs PyTorch on PyTorch-written weights: worst difference %.3g of max %.3g\n", worst, scale);
   return worst <= 1e-5 * scale ? 0 : 1;
+}
+} // namespace
+
+int main(int argc, char** argv) {
+  const std::string model = argc == 6 ? argv[1] : "";
+  if (model == "B") return run<models::ModelB>(argv + 1);
+  if (model == "resnet20") return run<models::ResNet20>(argv + 1);
+  std::fprintf(stderr, "usage: torch_roundtrip B|resnet20 export|check WEIGHTS INPUT OUTPUT\n");
+  return 2;
 }

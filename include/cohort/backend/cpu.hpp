@@ -4,6 +4,7 @@
 ///
 ///     #include <cohort/backend/cpu.hpp>   // included by cohort/cohort.hpp
 
+#include "cohort/backend/cpu/activation.hpp"
 #include "cohort/backend/cpu/batch_norm.hpp"
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/cpu/conv2d.hpp"

@@ -23,6 +23,7 @@
 #include "cohort/backend/cuda/cublas_gemm.cuh"
 #include "cohort/backend/cuda/error.cuh"
 #include "cohort/backend/cuda/pinned_allocator.cuh"
+#include "cohort/backend/device/activation.hpp"
 #include "cohort/backend/device/batch_norm.hpp"
 #include "cohort/backend/device/conv2d.hpp"
 #include "cohort/backend/device/device_buffer.hpp"
@@ -91,6 +92,8 @@ template <>
 struct ops::ElementwiseKernels<Cuda> : device::ElementwiseKernels<Cuda> {};
 template <>
 struct ops::SoftmaxKernels<Cuda> : device::SoftmaxKernels<Cuda> {};
+template <>
+struct ops::ActivationKernels<Cuda> : device::ActivationKernels<Cuda> {};
 
 /// GPUs visible to this process (0 without a driver or device: no exception, so programs and
 /// tests can skip).

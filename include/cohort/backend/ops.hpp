@@ -32,7 +32,7 @@ struct Conv2dGeometry {
   static constexpr std::size_t out_plane = out_h * out_w;       // columns of the im2col matrix
 };
 
-/// Geometry of one MaxPool2d layer.
+/// Geometry of one pooling layer (MaxPool2d, AvgPool2d, AdaptiveAvgPool2d).
 template <std::size_t C, std::size_t H, std::size_t W, std::size_t K, std::size_t S, std::size_t P>
 struct Pool2dGeometry {
   static constexpr std::size_t channels = C, in_h = H, in_w = W, kernel = K, stride = S, padding = P;
@@ -41,7 +41,8 @@ struct Pool2dGeometry {
   static constexpr std::size_t in_size = C * H * W, out_size = C * out_h * out_w;
 };
 
-/// Geometry of a channel-wise op (BatchNorm2d, Dropout2d) on (C, plane) samples.
+/// Geometry of a channel-wise op (BatchNorm2d, Dropout2d) on (C, plane) samples; BatchNorm1d's
+/// (Features) vectors are Plane = 1.
 template <std::size_t C, std::size_t Plane>
 struct ChannelGeometry {
   static constexpr std::size_t channels = C, plane = Plane, size = C * Plane;
@@ -98,12 +99,12 @@ template <class Backend>
 struct LinearKernels {
   static_assert(detail::missing_backend<Backend>, "cohort: this backend has no Linear kernels; include its header");
 };
-/// MaxPool2d with saved argmax.
+/// MaxPool2d with saved argmax, AvgPool2d, global average pooling (AdaptiveAvgPool2d<1>).
 template <class Backend>
 struct PoolKernels {
   static_assert(detail::missing_backend<Backend>, "cohort: this backend has no pooling kernels; include its header");
 };
-/// BatchNorm2d in training and evaluation mode.
+/// BatchNorm2d and BatchNorm1d in training and evaluation mode.
 template <class Backend>
 struct BatchNormKernels {
   static_assert(detail::missing_backend<Backend>, "cohort: this backend has no BatchNorm kernels; include its header");
@@ -113,6 +114,11 @@ template <class Backend>
 struct ElementwiseKernels {
   static_assert(detail::missing_backend<Backend>,
                 "cohort: this backend has no element-wise kernels; include its header");
+};
+/// Element-wise activations with a backward pass of their own: SiLU, GELU, LeakyReLU.
+template <class Backend>
+struct ActivationKernels {
+  static_assert(detail::missing_backend<Backend>, "cohort: this backend has no activation kernels; include its header");
 };
 /// Row-wise log-softmax and the classification losses.
 template <class Backend>

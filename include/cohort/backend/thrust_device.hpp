@@ -18,6 +18,7 @@
 
 #include <thrust/execution_policy.h>
 
+#include "cohort/backend/device/activation.hpp"
 #include "cohort/backend/device/batch_norm.hpp"
 #include "cohort/backend/device/conv2d.hpp"
 #include "cohort/backend/device/device_buffer.hpp"
@@ -69,5 +70,7 @@ template <>
 struct ops::ElementwiseKernels<ThrustDevice> : device::ElementwiseKernels<ThrustDevice> {};
 template <>
 struct ops::SoftmaxKernels<ThrustDevice> : device::SoftmaxKernels<ThrustDevice> {};
+template <>
+struct ops::ActivationKernels<ThrustDevice> : device::ActivationKernels<ThrustDevice> {};
 
 } // namespace cohort

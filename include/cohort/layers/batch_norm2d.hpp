@@ -21,6 +21,87 @@
 
 namespace cohort {
 
+namespace detail {
+/// What BatchNorm2d and BatchNorm1d share once bound to S: the tensors (PyTorch's names, order
+/// and defaults), the float weights under mixed precision, the train / eval forward with the
+/// running statistics' update, the backward, and the fused ReLU. Channels are G::channels
+/// (a ChannelGeometry), each normalised over the batch and its G::plane values.
+template <class Layer, class S, class G, float Eps, float Momentum>
+struct BoundBatchNorm {
+  using layer = Layer;
+  using input_shape = S;
+  using output_shape = S;
+  using geometry = G;
+  static constexpr std::size_t channels = G::channels;
+  static constexpr float eps = Eps, momentum = Momentum;
+
+  static constexpr std::array<TensorSpec, 2> parameters{{
+      {"weight", 1, {channels}, Init::ones, 0},
+      {"bias", 1, {channels}, Init::zeros, 0},
+  }};
+  static constexpr std::array<TensorSpec, 2> buffers{{
+      {"running_mean", 1, {channels}, Init::zeros, 0},
+      {"running_var", 1, {channels}, Init::ones, 0},
+  }};
+  static constexpr std::array<TensorSpec, 1> counters{{{"num_batches_tracked", 0, {}, Init::zeros, 0}}};
+  static constexpr auto offsets = packed_offsets(parameters);
+  static constexpr auto buffer_offsets = packed_offsets(buffers);
+
+  template <class Backend, class T>
+  using state = typename ops::BatchNormKernels<Backend>::template workspace<geometry, T>;
+
+  /// gamma and beta as the kernels read them: in the accumulator type. Under mixed precision
+  /// that is the float master copy (Apex O2 keeps BatchNorm in fp32).
+  template <class Args>
+  static const auto* weights(const Args& a) {
+    using T = std::remove_cvref_t<decltype(*a.params)>;
+    if constexpr (std::is_same_v<T, accumulator_t<T>>)
+      return a.master ? a.master : a.params;
+    else
+      return a.master; // always given for 16-bit storage (the engines pass it)
+  }
+
+  /// Whether the backend can apply a following ReLU inside this layer's kernels.
+  template <class Backend, class T>
+  static constexpr bool fuses_relu = ops::BatchNormKernels<Backend>::template fuses_relu<T>;
+
+  /// What every forward (plain, or fused with ReLU + MaxPool2d) shares: the tensors, the mode,
+  /// and moving the running statistics after a training pass that may update them.
+  template <class Backend, class T, class Train, class Eval>
+  static void forward_with(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws, Train&& train, Eval&& eval) {
+    const auto* gamma = weights(a) + offsets[0];
+    const auto* beta = weights(a) + offsets[1];
+    auto* mean = a.buffers + buffer_offsets[0];
+    auto* var = a.buffers + buffer_offsets[1];
+    if (a.step.mode != Mode::train) return eval(gamma, beta, mean, var);
+    train(gamma, beta);
+    if (a.step.update_buffers) {
+      ops::BatchNormKernels<Backend>::template update_running<geometry>(a.ctx, mean, var, a.batch, momentum, ws);
+      ++a.counters[0];
+    }
+  }
+  template <class Backend, class T>
+  static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
+    using K = ops::BatchNormKernels<Backend>;
+    forward_with(
+        a, ws,
+        [&](const auto* gamma, const auto* beta) {
+          K::template forward_train<geometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws, a.fused_relu);
+        },
+        [&](const auto* gamma, const auto* beta, const auto* mean, const auto* var) {
+          K::template forward_eval<geometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch, eps, ws, a.fused_relu);
+        });
+  }
+  template <class Backend, class T>
+  static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
+    // Mode is that of the forward pass (the executor refuses to mix them).
+    ops::BatchNormKernels<Backend>::template backward<geometry>(
+        a.ctx, a.step.mode == Mode::train, a.x, weights(a) + offsets[0], a.dy, a.dx, a.grads + offsets[0],
+        a.grads + offsets[1], a.batch, a.accumulate, ws, a.fused_relu ? a.y : nullptr);
+  }
+};
+} // namespace detail
+
 /// `BatchNorm2d<Channels, Eps = 1e-5f, Momentum = 0.1f>` (affine, tracking running statistics).
 template <std::size_t Channels, float Eps = 1e-5f, float Momentum = 0.1f>
 struct BatchNorm2d {
@@ -35,42 +116,14 @@ struct BatchNorm2d {
   static constexpr bool accepts = ImageShape<S>&& detail::extent_or_zero<S, 0>() == Channels;
 
   template <class S>
-  struct bind {
-    using layer = BatchNorm2d;
-    using input_shape = S;
-    using output_shape = S;
-    using geometry = ChannelGeometry<Channels, S::extents[1] * S::extents[2]>;
-    static constexpr float eps = Eps, momentum = Momentum;
-
-    static constexpr std::array<TensorSpec, 2> parameters{{
-        {"weight", 1, {Channels}, Init::ones, 0},
-        {"bias", 1, {Channels}, Init::zeros, 0},
-    }};
-    static constexpr std::array<TensorSpec, 2> buffers{{
-        {"running_mean", 1, {Channels}, Init::zeros, 0},
-        {"running_var", 1, {Channels}, Init::ones, 0},
-    }};
-    static constexpr std::array<TensorSpec, 1> counters{{{"num_batches_tracked", 0, {}, Init::zeros, 0}}};
-    static constexpr auto offsets = packed_offsets(parameters);
-    static constexpr auto buffer_offsets = packed_offsets(buffers);
-
+  struct bind : detail::BoundBatchNorm<BatchNorm2d, S, ChannelGeometry<Channels, S::extents[1] * S::extents[2]>, Eps,
+                                       Momentum> {
+    using base =
+        detail::BoundBatchNorm<BatchNorm2d, S, ChannelGeometry<Channels, S::extents[1] * S::extents[2]>, Eps, Momentum>;
+    using typename base::geometry;
     template <class Backend, class T>
-    using state = typename ops::BatchNormKernels<Backend>::template workspace<geometry, T>;
-
-    /// gamma and beta as the kernels read them: in the accumulator type. Under mixed precision
-    /// that is the float master copy (Apex O2 keeps BatchNorm in fp32).
-    template <class Args>
-    static const auto* weights(const Args& a) {
-      using T = std::remove_cvref_t<decltype(*a.params)>;
-      if constexpr (std::is_same_v<T, accumulator_t<T>>)
-        return a.master ? a.master : a.params;
-      else
-        return a.master; // always given for 16-bit storage (the engines pass it)
-    }
-
-    /// Whether the backend can apply a following ReLU inside this layer's kernels.
-    template <class Backend, class T>
-    static constexpr bool fuses_relu = ops::BatchNormKernels<Backend>::template fuses_relu<T>;
+    using state = typename base::template state<Backend, T>;
+    using base::offsets;
 
     /// Whether the backend can also apply a max-pool of geometry PoolGeometry after that ReLU:
     /// the executor then runs BatchNorm2d -> ReLU -> MaxPool2d as this one layer.
@@ -82,59 +135,25 @@ struct BatchNorm2d {
         return false;
     }();
 
-    /// What both forwards (plain and fused with ReLU + MaxPool2d) share: the tensors, the mode,
-    /// and moving the running statistics after a training pass that may update them.
-    template <class Backend, class T, class Train, class Eval>
-    static void forward_with(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws, Train&& train, Eval&& eval) {
-      const auto* gamma = weights(a) + offsets[0];
-      const auto* beta = weights(a) + offsets[1];
-      auto* mean = a.buffers + buffer_offsets[0];
-      auto* var = a.buffers + buffer_offsets[1];
-      if (a.step.mode != Mode::train) return eval(gamma, beta, mean, var);
-      train(gamma, beta);
-      if (a.step.update_buffers) {
-        ops::BatchNormKernels<Backend>::template update_running<geometry>(a.ctx, mean, var, a.batch, momentum, ws);
-        ++a.counters[0];
-      }
-    }
-    template <class Backend, class T>
-    static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
-      using K = ops::BatchNormKernels<Backend>;
-      forward_with(
-          a, ws,
-          [&](const auto* gamma, const auto* beta) {
-            K::template forward_train<geometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws, a.fused_relu);
-          },
-          [&](const auto* gamma, const auto* beta, const auto* mean, const auto* var) {
-            K::template forward_eval<geometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch, eps, ws, a.fused_relu);
-          });
-    }
-    template <class Backend, class T>
-    static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
-      // Mode is that of the forward pass (the executor refuses to mix them).
-      ops::BatchNormKernels<Backend>::template backward<geometry>(
-          a.ctx, a.step.mode == Mode::train, a.x, weights(a) + offsets[0], a.dy, a.dx, a.grads + offsets[0],
-          a.grads + offsets[1], a.batch, a.accumulate, ws, a.fused_relu ? a.y : nullptr);
-    }
     /// BatchNorm2d -> ReLU -> MaxPool2d fused (fuses_relu_pool): `a.y` is the pool's output.
     template <class Backend, class T, class PoolGeometry>
     static void forward_relu_pool(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       using K = ops::BatchNormKernels<Backend>;
-      forward_with(
+      base::forward_with(
           a, ws,
           [&](const auto* gamma, const auto* beta) {
-            K::template forward_train_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws);
+            K::template forward_train_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, Eps, ws);
           },
           [&](const auto* gamma, const auto* beta, const auto* mean, const auto* var) {
             K::template forward_eval_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch,
-                                                                       eps, ws);
+                                                                       Eps, ws);
           });
     }
     /// Its backward: `a.dy` and `a.y` are the pool's output gradient and output.
     template <class Backend, class T, class PoolGeometry>
     static void backward_relu_pool(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       ops::BatchNormKernels<Backend>::template backward_relu_pool<geometry, PoolGeometry>(
-          a.ctx, a.step.mode == Mode::train, a.x, weights(a) + offsets[0], a.dy, a.y, a.dx, a.grads + offsets[0],
+          a.ctx, a.step.mode == Mode::train, a.x, base::weights(a) + offsets[0], a.dy, a.y, a.dx, a.grads + offsets[0],
           a.grads + offsets[1], a.batch, a.accumulate, ws);
     }
   };

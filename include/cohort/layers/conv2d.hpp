@@ -3,8 +3,11 @@
 /// 2-D convolution over (C, H, W) samples, with PyTorch's argument order and defaults.
 ///
 ///     using Net = Sequential<Input<1, 28, 28>, Conv2d<1, 16, 3>, ReLU>;   // -> Shape<16, 26, 26>
+///     using Stem = Sequential<Input<3, 32, 32>, Conv2d<3, 16, 3, 1, 1, false>, BatchNorm2d<16>>;  // bias=False
 ///
-/// State dict: "weight" (Out, In, K, K) and "bias" (Out), initialised as torch.nn.Conv2d.
+/// State dict: "weight" (Out, In, K, K) and "bias" (Out), initialised as torch.nn.Conv2d; without
+/// bias (`Bias = false`, torch's bias=False, as before a BatchNorm) there is no "bias" tensor and
+/// the kernels add none.
 
 #include <array>
 #include <cstddef>
@@ -16,9 +19,10 @@
 
 namespace cohort {
 
-/// `Conv2d<InChannels, OutChannels, Kernel, Stride = 1, Padding = 0>` (square kernel, zero padding).
+/// `Conv2d<InChannels, OutChannels, Kernel, Stride = 1, Padding = 0, Bias = true>` (square
+/// kernel, zero padding).
 template <std::size_t InChannels, std::size_t OutChannels, std::size_t Kernel, std::size_t Stride = 1,
-          std::size_t Padding = 0>
+          std::size_t Padding = 0, bool Bias = true>
 struct Conv2d {
   static_assert(InChannels >= 1, "Conv2d: InChannels must be at least 1");
   static_assert(OutChannels >= 1, "Conv2d: OutChannels must be at least 1");
@@ -26,8 +30,12 @@ struct Conv2d {
   static_assert(Stride >= 1, "Conv2d: Stride must be at least 1");
 
   static constexpr std::string_view name = "Conv2d";
+  static constexpr bool has_bias = Bias;
+  /// "Conv2d<16,32,3,1,0>", "Conv2d<16,32,3,1,1,false>" without bias: the C++ spelling.
   static std::string signature() {
-    return std::string(name) + detail::template_args(InChannels, OutChannels, Kernel, Stride, Padding);
+    std::string s = std::string(name) + detail::template_args(InChannels, OutChannels, Kernel, Stride, Padding);
+    if constexpr (!Bias) s.insert(s.size() - 1, ",false");
+    return s;
   }
   using expected_input = expect::Image<InChannels>;
   template <class In>
@@ -49,11 +57,24 @@ struct Conv2d {
     using output_shape = Shape<OutChannels, geometry::out_h, geometry::out_w>;
 
     static constexpr std::size_t fan_in = InChannels * Kernel * Kernel;
-    static constexpr std::array<TensorSpec, 2> parameters{{
-        {"weight", 4, {OutChannels, InChannels, Kernel, Kernel}, Init::uniform_fan_in, fan_in},
-        {"bias", 1, {OutChannels}, Init::uniform_fan_in, fan_in},
-    }};
+    static constexpr TensorSpec weight_spec{
+        "weight", 4, {OutChannels, InChannels, Kernel, Kernel}, Init::uniform_fan_in, fan_in};
+    static constexpr auto parameters = [] {
+      if constexpr (Bias)
+        return std::array<TensorSpec, 2>{{weight_spec, {"bias", 1, {OutChannels}, Init::uniform_fan_in, fan_in}}};
+      else
+        return std::array<TensorSpec, 1>{{weight_spec}};
+    }();
     static constexpr auto offsets = packed_offsets(parameters);
+    /// The bias (or its gradient) in a parameter (or gradient) slice; null without one, which the
+    /// kernels take as "no bias": nothing added forward, no sum backward.
+    template <class P>
+    static P* bias(P* slice) {
+      if constexpr (Bias)
+        return slice + offsets[1];
+      else
+        return nullptr;
+    }
 
     template <class Backend, class T>
     using state = typename ops::Conv2dKernels<Backend>::template workspace<geometry, T>;
@@ -73,26 +94,26 @@ struct Conv2d {
 
     template <class Backend, class T>
     static void forward(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
-      ops::Conv2dKernels<Backend>::template forward<geometry>(a.ctx, a.x, a.params + offsets[0], a.params + offsets[1],
-                                                              a.y, a.batch, ws, a.fused_relu);
+      ops::Conv2dKernels<Backend>::template forward<geometry>(a.ctx, a.x, a.params + offsets[0], bias(a.params), a.y,
+                                                              a.batch, ws, a.fused_relu);
     }
     template <class Backend, class T>
     static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       ops::Conv2dKernels<Backend>::template backward<geometry>(a.ctx, a.x, a.params + offsets[0], a.dy, a.dx,
-                                                               a.grads + offsets[0], a.grads + offsets[1], a.batch,
+                                                               a.grads + offsets[0], bias(a.grads), a.batch,
                                                                a.accumulate, ws, a.fused_relu ? a.y : nullptr);
     }
     /// Conv2d -> ReLU -> MaxPool2d fused (fuses_relu_pool): `a.y` is the pool's output.
     template <class Backend, class T, class PoolGeometry>
     static void forward_relu_pool(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws) {
-      ops::Conv2dKernels<Backend>::template forward_relu_pool<geometry, PoolGeometry>(
-          a.ctx, a.x, a.params + offsets[0], a.params + offsets[1], a.y, a.batch, ws);
+      ops::Conv2dKernels<Backend>::template forward_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, a.params + offsets[0],
+                                                                                      bias(a.params), a.y, a.batch, ws);
     }
     /// Its backward: `a.dy` and `a.y` are the pool's output gradient and output.
     template <class Backend, class T, class PoolGeometry>
     static void backward_relu_pool(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       ops::Conv2dKernels<Backend>::template backward_relu_pool<geometry, PoolGeometry>(
-          a.ctx, a.x, a.params + offsets[0], a.dy, a.y, a.dx, a.grads + offsets[0], a.grads + offsets[1], a.batch,
+          a.ctx, a.x, a.params + offsets[0], a.dy, a.y, a.dx, a.grads + offsets[0], bias(a.grads), a.batch,
           a.accumulate, ws);
     }
   };

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cohort/layers/residual.hpp>
+#include <cohort/models/resnet.hpp>
 
 #include "support/device_harness.hpp"
 
@@ -24,6 +25,11 @@ TEST_CASE("device residual: identity, projection (train and eval) and nested blo
   check_layer_fixture_on<Dev, DevProjection, Shape<4, 7, 7>>("block_residual_projection");
   check_layer_fixture_on<Dev, DevProjection, Shape<4, 7, 7>>("block_residual_projection_eval", Mode::eval);
   check_layer_fixture_on<Dev, DevNested, Shape<3, 5, 5>>("block_residual_nested");
+}
+TEST_CASE("device residual: the ResNet blocks (basic, bottleneck with identity and projection) match PyTorch") {
+  check_layer_fixture_on<Dev, models::BasicBlock<4, 8, 2>, Shape<4, 7, 7>>("block_basic_projection");
+  check_layer_fixture_on<Dev, models::Bottleneck<16, 4>, Shape<16, 5, 5>>("block_bottleneck_identity");
+  check_layer_fixture_on<Dev, models::Bottleneck<8, 4, 2>, Shape<8, 7, 6>>("block_bottleneck_projection");
 }
 
 #if !defined(__CUDACC__) // CPU networks stay out of .cu files (layers_cases.hpp says why)

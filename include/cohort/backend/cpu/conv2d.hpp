@@ -7,6 +7,9 @@
 /// The im2col forward pass writes the bias into the output first and lets the GEMM accumulate
 /// onto it; its backward pass recomputes the im2col matrix instead of keeping one per sample
 /// (which would cost batch x patch x plane floats of memory).
+///
+/// A null bias (Conv2d<..., false>) means none: no bias is added forward, and backward neither
+/// sums dY for it nor writes a gradient (db is null then too).
 
 #include <algorithm>
 #include <cstddef>
@@ -20,24 +23,12 @@
 #include "cohort/backend/cpu/conv2d_dy.hpp"
 #include "cohort/backend/cpu/convert.hpp"
 #include "cohort/backend/cpu/gemm.hpp"
+#include "cohort/backend/cpu/tap_range.hpp"
 #include "cohort/backend/ops.hpp"
 #include "cohort/core/dtype.hpp"
 
 namespace cohort {
 namespace cpu {
-
-/// Output positions [first, last) whose window tap `k` lands inside an input extent `in` (the
-/// rest fall on padding). Computing the range up front keeps the copy loops branch-free; it
-/// also sidesteps a GCC 12 -O3 loop-unswitching miscompilation of the per-element test.
-struct TapRange {
-  std::size_t first, last;
-};
-constexpr TapRange tap_range(std::size_t k, std::size_t in, std::size_t out, std::size_t stride,
-                             std::size_t pad) noexcept {
-  const std::size_t first = k >= pad ? 0 : (pad - k + stride - 1) / stride;
-  const std::size_t last = in + pad > k ? std::min(out, (in + pad - k - 1) / stride + 1) : 0;
-  return {std::min(first, last), last};
-}
 
 /// col (patch, out_plane) from one (C, H, W) sample; zero where the window hangs over the padding.
 template <class G, class T>
@@ -212,6 +203,7 @@ struct ops::Conv2dKernels<Cpu> {
     if constexpr (std::is_same_v<T, float>) {
       return b;
     } else {
+      if (!b) return nullptr;
       ws.bias.resize(G::out_channels);
       cpu::load_floats(isa, b, ws.bias.data(), G::out_channels);
       return ws.bias.data();
@@ -395,6 +387,7 @@ struct ops::Conv2dKernels<Cpu> {
             float& out = dw[(o * G::in_channels + ci) * taps + t];
             out = accumulate ? out + s : s;
           }
+        if (!db) continue; // (dy_row converted the rows anyway; its sums are free)
         float s = db_n[o];
         for (std::size_t n = 1; n < batch; ++n) s += db_n[n * G::out_channels + o];
         db[o] = accumulate ? db[o] + s : s;
@@ -427,11 +420,12 @@ struct ops::Conv2dKernels<Cpu> {
         cpu::direct::pad_sample<G>(sample(x, n, G::in_size), padded + n * V::cin * V::plane);
         float* dyt_n = dyt + n * valid * shape.padded_cout;
         dy.transposed(n, dyt_n, shape.padded_cout);
-        cpu::direct::bias_grad(isa, dyt_n, valid, shape.padded_cout, shape.padded_cout, db_n + n * shape.padded_cout,
-                               false);
+        if (db)
+          cpu::direct::bias_grad(isa, dyt_n, valid, shape.padded_cout, shape.padded_cout, db_n + n * shape.padded_cout,
+                                 false);
       }
     });
-    for (std::size_t o = 0; o < V::cout; ++o) {
+    for (std::size_t o = 0; db && o < V::cout; ++o) {
       float s = db_n[o];
       for (std::size_t n = 1; n < batch; ++n) s += db_n[n * shape.padded_cout + o];
       db[o] = accumulate ? db[o] + s : s;
@@ -500,7 +494,8 @@ struct ops::Conv2dKernels<Cpu> {
         };
         for (std::size_t k = 0; k < taps; ++k)
           dw[o * taps + k] = accumulate ? dw[o * taps + k] + lane_sum(k) : lane_sum(k);
-        db[o] = accumulate ? db[o] + lane_sum(taps) : lane_sum(taps);
+        // (The kernel sums dY alongside the taps, in the same pass: without a bias it is dropped.)
+        if (db) db[o] = accumulate ? db[o] + lane_sum(taps) : lane_sum(taps);
       }
     });
   }
@@ -514,11 +509,13 @@ struct ops::Conv2dKernels<Cpu> {
       T* col = cpu::detail::conv_scratch<T>(G::patch * G::out_plane).data();
       for (std::size_t n = lo; n < hi; ++n) {
         T* yn = y + n * G::out_size;
-        for (std::size_t o = 0; o < G::out_channels; ++o)
-          std::fill(yn + o * G::out_plane, yn + (o + 1) * G::out_plane, b[o]);
+        if (b)
+          for (std::size_t o = 0; o < G::out_channels; ++o)
+            std::fill(yn + o * G::out_plane, yn + (o + 1) * G::out_plane, b[o]);
         cpu::im2col<G>(x + n * G::in_size, col);
-        cpu::gemm(false, false, G::out_channels, G::out_plane, G::patch, T(1), w, G::patch, col, G::out_plane, T(1), yn,
-                  G::out_plane);
+        // Onto the bias, or (beta 0) over whatever the output held.
+        cpu::gemm(false, false, G::out_channels, G::out_plane, G::patch, T(1), w, G::patch, col, G::out_plane,
+                  T(b ? 1 : 0), yn, G::out_plane);
       }
     });
   }
@@ -535,11 +532,11 @@ struct ops::Conv2dKernels<Cpu> {
       T* col = cpu::detail::conv_scratch<T>(G::patch * G::out_plane).data();
       if (!accumulate) {
         std::fill(dw + o0 * G::patch, dw + o1 * G::patch, T(0));
-        std::fill(db + o0, db + o1, T(0));
+        if (db) std::fill(db + o0, db + o1, T(0));
       }
       for (std::size_t n = 0; n < batch; ++n) {
         const T* dyn = dy + n * G::out_size;
-        for (std::size_t o = o0; o < o1; ++o) {
+        for (std::size_t o = o0; db && o < o1; ++o) {
           T s = 0;
           for (std::size_t p = 0; p < G::out_plane; ++p) s += dyn[o * G::out_plane + p];
           db[o] += s;
@@ -576,8 +573,8 @@ struct ops::Conv2dKernels<Cpu> {
     float* wf = cpu::detail::transient(2, G::out_channels * G::patch + G::out_channels);
     cpu::load_floats(isa, x, xf, batch * G::in_size);
     cpu::load_floats(isa, w, wf, G::out_channels * G::patch);
-    cpu::load_floats(isa, b, wf + G::out_channels * G::patch, G::out_channels);
-    im2col_forward<G>(ctx, xf, wf, wf + G::out_channels * G::patch, yf, batch);
+    if (b) cpu::load_floats(isa, b, wf + G::out_channels * G::patch, G::out_channels);
+    im2col_forward<G>(ctx, xf, wf, b ? wf + G::out_channels * G::patch : nullptr, yf, batch);
     cpu::store_floats(isa, yf, y, batch * G::out_size);
   }
   template <class G, class T>

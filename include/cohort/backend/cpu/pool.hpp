@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// MaxPool2d on the CPU, saving the argmax of every window for the backward pass.
+/// Pooling on the CPU: MaxPool2d (saving the argmax of every window for the backward pass),
+/// AvgPool2d and global average pooling (AdaptiveAvgPool2d<1>).
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/cpu/convert.hpp"
 #include "cohort/backend/cpu/simd.hpp"
+#include "cohort/backend/cpu/tap_range.hpp"
 #include "cohort/backend/ops.hpp"
 #include "cohort/core/dtype.hpp"
 
@@ -138,7 +140,134 @@ struct ops::PoolKernels<Cpu> {
     });
   }
 
+  /// AvgPool2d (count_include_pad, floor mode): each window's sum divided by K*K. Planes are
+  /// split between threads; 16-bit planes are averaged in float and rounded once.
+  template <class G, class T>
+  static void avg_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch) {
+    constexpr std::size_t in_plane = G::in_h * G::in_w, out_plane = G::out_h * G::out_w;
+    const Isa isa = cpu::active_isa();
+    ctx.threads().parallel_for(batch * G::channels, 16, [x, y, isa](std::size_t p0, std::size_t p1) {
+      for (std::size_t plane = p0; plane < p1; ++plane) {
+        if constexpr (std::is_same_v<T, accumulator_t<T>>) {
+          avg_plane<G>(x + plane * in_plane, y + plane * out_plane);
+        } else {
+          float* xf = cpu::convert_scratch(0, in_plane);
+          float* yf = cpu::convert_scratch(1, out_plane);
+          cpu::load_floats(isa, x + plane * in_plane, xf, in_plane);
+          avg_plane<G>(xf, yf);
+          cpu::store_floats(isa, yf, y + plane * out_plane, out_plane);
+        }
+      }
+    });
+  }
+  /// dx = the sum of dy / (K*K) over the windows that cover each element (0 for elements no
+  /// window covers), added in the windows' row-major order as PyTorch's CPU kernel adds them.
+  template <class G, class T>
+  static void avg_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch) {
+    constexpr std::size_t in_plane = G::in_h * G::in_w, out_plane = G::out_h * G::out_w;
+    const Isa isa = cpu::active_isa();
+    ctx.threads().parallel_for(batch * G::channels, 16, [dy, dx, isa](std::size_t p0, std::size_t p1) {
+      for (std::size_t plane = p0; plane < p1; ++plane) {
+        if constexpr (std::is_same_v<T, accumulator_t<T>>) {
+          avg_plane_backward<G>(dy + plane * out_plane, dx + plane * in_plane);
+        } else {
+          float* gf = cpu::convert_scratch(0, out_plane);
+          float* df = cpu::convert_scratch(1, in_plane);
+          cpu::load_floats(isa, dy + plane * out_plane, gf, out_plane);
+          avg_plane_backward<G>(gf, df);
+          cpu::store_floats(isa, df, dx + plane * in_plane, in_plane);
+        }
+      }
+    });
+  }
+
+  /// Global average pooling (G: a ChannelGeometry): y[n, c] = the mean of plane (n, c), summed
+  /// in double (eight interleaved partial sums, added in a fixed order) and divided once.
+  template <class G, class T>
+  static void global_avg_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch) {
+    const Isa isa = cpu::active_isa();
+    ctx.threads().parallel_for(batch * G::channels, 64, [x, y, isa](std::size_t p0, std::size_t p1) {
+      for (std::size_t plane = p0; plane < p1; ++plane) {
+        using A = accumulator_t<T>;
+        double sum;
+        if constexpr (std::is_same_v<T, A>) {
+          sum = plane_sum(x + plane * G::plane, G::plane);
+        } else {
+          float* xf = cpu::convert_scratch(0, G::plane);
+          cpu::load_floats(isa, x + plane * G::plane, xf, G::plane);
+          sum = plane_sum(xf, G::plane);
+        }
+        y[plane] = T(A(sum / double(G::plane)));
+      }
+    });
+  }
+  /// dx[n, c, :] = dy[n, c] / (H*W).
+  template <class G, class T>
+  static void global_avg_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch) {
+    ctx.threads().parallel_for(batch * G::channels, 64, [dy, dx](std::size_t p0, std::size_t p1) {
+      using A = accumulator_t<T>;
+      for (std::size_t plane = p0; plane < p1; ++plane) {
+        const T g = T(A(dy[plane]) / A(G::plane));
+        std::fill(dx + plane * G::plane, dx + (plane + 1) * G::plane, g);
+      }
+    });
+  }
+
  private:
+  /// One plane of AvgPool2d, output row by output row: the row's window sums are built tap by
+  /// tap (each tap a branch-free strided run of the input row, vectorisable), so every output
+  /// adds its window in row-major order, as PyTorch's kernel does, then divides by K*K.
+  template <class G, class A>
+  static void avg_plane(const A* __restrict in, A* __restrict out) {
+    constexpr std::size_t K = G::kernel, S = G::stride, P = G::padding;
+    for (std::size_t oh = 0; oh < G::out_h; ++oh) {
+      A* __restrict o = out + oh * G::out_w;
+      std::fill(o, o + G::out_w, A(0));
+      for (std::size_t kh = 0; kh < K; ++kh) {
+        const std::ptrdiff_t h = std::ptrdiff_t(oh * S + kh) - std::ptrdiff_t(P);
+        if (h < 0 || h >= std::ptrdiff_t(G::in_h)) continue; // padding rows add nothing
+        for (std::size_t kw = 0; kw < K; ++kw) {
+          const cpu::TapRange cols = cpu::tap_range(kw, G::in_w, G::out_w, S, P);
+          // Input column of output ow: ow * S + kw - P (>= 0 inside the range).
+          const A* __restrict row = in + std::size_t(h) * G::in_w;
+          for (std::size_t ow = cols.first; ow < cols.last; ++ow) o[ow] += row[ow * S + kw - P];
+        }
+      }
+      for (std::size_t ow = 0; ow < G::out_w; ++ow) o[ow] = o[ow] / A(K * K);
+    }
+  }
+  /// The adjoint of avg_plane: every output's dy / (K*K) added onto the elements of its window.
+  /// The taps of a row run from the last column to the first, so each input element receives
+  /// its windows in row-major order (windows further left come from larger kw).
+  template <class G, class A>
+  static void avg_plane_backward(const A* __restrict dy, A* __restrict dx) {
+    constexpr std::size_t K = G::kernel, S = G::stride, P = G::padding;
+    std::fill(dx, dx + G::in_h * G::in_w, A(0));
+    A g[G::out_w];
+    for (std::size_t oh = 0; oh < G::out_h; ++oh) {
+      for (std::size_t ow = 0; ow < G::out_w; ++ow) g[ow] = dy[oh * G::out_w + ow] / A(K * K);
+      for (std::size_t kh = 0; kh < K; ++kh) {
+        const std::ptrdiff_t h = std::ptrdiff_t(oh * S + kh) - std::ptrdiff_t(P);
+        if (h < 0 || h >= std::ptrdiff_t(G::in_h)) continue;
+        A* __restrict row = dx + std::size_t(h) * G::in_w;
+        for (std::size_t kw = K; kw-- > 0;) {
+          const cpu::TapRange cols = cpu::tap_range(kw, G::in_w, G::out_w, S, P);
+          for (std::size_t ow = cols.first; ow < cols.last; ++ow) row[ow * S + kw - P] += g[ow];
+        }
+      }
+    }
+  }
+  /// Sum of n values in double: eight interleaved partial sums (vectorisable), then in a fixed order.
+  template <class A>
+  static double plane_sum(const A* __restrict p, std::size_t n) {
+    double part[8] = {};
+    const std::size_t whole = n / 8 * 8;
+    for (std::size_t i = 0; i < whole; i += 8)
+      for (std::size_t l = 0; l < 8; ++l) part[l] += double(p[i + l]);
+    for (std::size_t i = whole; i < n; ++i) part[i - whole] += double(p[i]);
+    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+  }
+
   /// The common 2x2 window: two branch-free passes that vectorise.
   template <class G, class T>
   static constexpr bool two_by_two =

@@ -9,7 +9,8 @@
 ///               dW               = dYt x cols^T,   db = row sums of dYt
 ///               dcols            = W^T x dYt,      dx = col2im(dcols), gathered per input element
 ///
-/// A following ReLU is fused (applied in the permutes); the max-pool is not.
+/// A following ReLU is fused (applied in the permutes); the max-pool is not. A null bias
+/// (Conv2d<..., false>) is none: nothing added, no row sums, no db.
 
 #include <cstddef>
 
@@ -38,7 +39,8 @@ struct Im2Col {
     cols[i] = inside ? x[n * G::in_size + c * G::in_h * G::in_w + std::size_t(h) * G::in_w + std::size_t(w)] : T(0);
   }
 };
-/// y[n, o, p] = T(Yt[o, n*P + p] + b[o]), max(., 0) when a ReLU is fused.
+/// y[n, o, p] = T(Yt[o, n*P + p] + b[o]) (without b[o] when bias is null), max(., 0) when a ReLU is
+/// fused.
 template <class G, class T, class A>
 struct FromChannelMajor {
   const A* yt;
@@ -49,7 +51,7 @@ struct FromChannelMajor {
   COHORT_HOST_DEVICE void operator()(std::size_t i) const {
     constexpr std::size_t P = G::out_plane;
     const std::size_t n = i / G::out_size, o = i % G::out_size / P, p = i % P;
-    const A v = yt[o * batch * P + n * P + p] + A(bias[o]);
+    const A v = bias ? yt[o * batch * P + n * P + p] + A(bias[o]) : yt[o * batch * P + n * P + p];
     y[i] = T(relu && !(v > A(0)) ? A(0) : v);
   }
 };
@@ -159,7 +161,7 @@ struct Conv2dKernels {
     const std::size_t np = batch * G::out_plane;
     ws.dyt.resize(G::out_channels * np);
     for_each_index(ctx.policy(), G::out_channels * np, detail::ToChannelMajor<G, T>{dy, relu_y, ws.dyt.data(), batch});
-    for_each_index(ctx.policy(), G::out_channels, detail::RowSum<T, A>{ws.dyt.data(), np, db, accumulate});
+    if (db) for_each_index(ctx.policy(), G::out_channels, detail::RowSum<T, A>{ws.dyt.data(), np, db, accumulate});
     ctx.gemm(GemmArgs<T, A>{.trans_b = true,
                             .m = G::out_channels,
                             .n = G::patch,

@@ -1,0 +1,59 @@
+#pragma once
+/// \file
+/// Residual networks for 1x28x28 images (Fashion-MNIST), He et al.'s CIFAR family: a 3x3 stem,
+/// three stages of basic blocks at 16, 32 and 64 channels (the second and third halve the image
+/// with a strided block and a projection shortcut), global average pooling and a linear head.
+///
+///     cohort::Trainer<cohort::models::ResNet20, cohort::Sgd<>> trainer(sgd, options);
+///
+/// `BasicBlock` and `Bottleneck` are the blocks of torchvision's ResNets, written with
+/// layers/residual.hpp; every convolution before a BatchNorm has no bias (torch's bias=False).
+/// The PyTorch twins (same state_dict names) are in tests/reference/cohort_modules.py.
+
+#include <cstddef>
+#include <type_traits>
+
+#include "cohort/layers/adaptive_avg_pool2d.hpp"
+#include "cohort/layers/batch_norm2d.hpp"
+#include "cohort/layers/conv2d.hpp"
+#include "cohort/layers/flatten.hpp"
+#include "cohort/layers/linear.hpp"
+#include "cohort/layers/relu.hpp"
+#include "cohort/layers/residual.hpp"
+#include "cohort/network/sequential.hpp"
+
+namespace cohort::models {
+
+/// The shortcut of a block from In to Out channels at Stride: the identity when nothing changes,
+/// else a projection (1x1 convolution at the stride, then BatchNorm).
+template <std::size_t In, std::size_t Out, std::size_t Stride>
+using ShortcutOf = std::conditional_t<In == Out && Stride == 1, Identity,
+                                      Branch<Conv2d<In, Out, 1, Stride, 0, false>, BatchNorm2d<Out>>>;
+
+/// torchvision's BasicBlock without its final ReLU (put a ReLU after the block: it is applied
+/// inside the sum): conv3x3(stride) BN ReLU conv3x3 BN, plus the shortcut.
+template <std::size_t In, std::size_t Out, std::size_t Stride = 1>
+using BasicBlock = Residual<Branch<Conv2d<In, Out, 3, Stride, 1, false>, BatchNorm2d<Out>, ReLU,
+                                   Conv2d<Out, Out, 3, 1, 1, false>, BatchNorm2d<Out>>,
+                            ShortcutOf<In, Out, Stride>>;
+
+/// torchvision's Bottleneck (v1.5: the stride on the 3x3) without its final ReLU: conv1x1 BN ReLU
+/// conv3x3(stride) BN ReLU conv1x1 (Width -> 4 * Width) BN, plus the shortcut.
+template <std::size_t In, std::size_t Width, std::size_t Stride = 1>
+using Bottleneck = Residual<
+    Branch<Conv2d<In, Width, 1, 1, 0, false>, BatchNorm2d<Width>, ReLU, Conv2d<Width, Width, 3, Stride, 1, false>,
+           BatchNorm2d<Width>, ReLU, Conv2d<Width, 4 * Width, 1, 1, 0, false>, BatchNorm2d<4 * Width>>,
+    ShortcutOf<In, 4 * Width, Stride>>;
+
+/// ResNet-20 for 1x28x28 inputs: 19 convolutions and a linear layer, 272,186 parameters.
+/// Stages: 28x28 x16, 14x14 x32, 7x7 x64.
+using ResNet20 = Sequential<Input<1, 28, 28>,                                                                //
+                            Conv2d<1, 16, 3, 1, 1, false>, BatchNorm2d<16>, ReLU,                            // 0..2
+                            BasicBlock<16, 16>, ReLU, BasicBlock<16, 16>, ReLU, BasicBlock<16, 16>, ReLU,    // 3..8
+                            BasicBlock<16, 32, 2>, ReLU, BasicBlock<32, 32>, ReLU, BasicBlock<32, 32>, ReLU, // 9..14
+                            BasicBlock<32, 64, 2>, ReLU, BasicBlock<64, 64>, ReLU, BasicBlock<64, 64>, ReLU, // 15..20
+                            AdaptiveAvgPool2d<1>, Flatten, Linear<64, 10>>;                                  // 21..23
+static_assert(ResNet20::parameter_count == 272'186); // sum(p.numel() for p in resnet20().parameters())
+static_assert(std::is_same_v<ResNet20::output_shape, Shape<10>>);
+
+} // namespace cohort::models
