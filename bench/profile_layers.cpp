@@ -1,4 +1,4 @@
-// Where a training step's time goes, layer by layer, for one seed model:
+// Where a training step's time goes, layer by layer, for one seed model or ResNet-20:
 //
 //   profile_layers --model A --batch 128 --threads 1
 //
@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cohort/cohort.hpp>
+#include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 
 using namespace cohort;
@@ -78,7 +79,7 @@ int main(int argc, char** argv) {
   std::string model = "A";
   std::size_t batch = 128, threads = 1, steps = 10;
   CLI::App app{"per-layer time of a training step"};
-  app.add_option("--model", model)->check(CLI::IsMember({"A", "B", "C", "D"}));
+  app.add_option("--model", model)->check(CLI::IsMember({"A", "B", "C", "D", "resnet"}));
   app.add_option("--batch", batch)->check(CLI::Range(1, 65536));
   app.add_option("--threads", threads)->check(CLI::Range(1, 256));
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
@@ -89,4 +90,8 @@ int main(int argc, char** argv) {
   if (model == "B") profile<ModelB, CrossEntropyLoss<>>("B", Sgd({.lr = 0.01, .momentum = 0.9}), batch, steps);
   if (model == "C") profile<ModelC, CrossEntropyLoss<>>("C", Adam({.lr = 1e-3, .eps = 1e-7}), batch, steps);
   if (model == "D") profile<ModelD, CrossEntropyLoss<>>("D", Adam({.lr = 1e-3, .eps = 1e-7}), batch, steps);
+  // ResNet-20: a residual block is one row (its branches inside).
+  if (model == "resnet")
+    profile<ResNet20, CrossEntropyLoss<>>("resnet", Sgd({.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4}), batch,
+                                          steps);
 }

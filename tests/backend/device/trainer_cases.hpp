@@ -42,7 +42,8 @@ TEST_CASE("device trainer: follows the CPU trainer and resumes exactly (BatchNor
 TEST_CASE("device trainer: follows the CPU trainer and resumes exactly (dropout, Adadelta)") {
   check_device_trainer<models::ModelA>(Adadelta({.lr = 0.5}), 8, 3);
 }
-TEST_CASE("device trainer: follows the CPU trainer and resumes exactly (a residual network: basic blocks, projection)") {
+TEST_CASE(
+    "device trainer: follows the CPU trainer and resumes exactly (a residual network: basic blocks, projection)") {
   using Net = Sequential<Input<1, 28, 28>, Conv2d<1, 8, 3, 2, 1, false>, BatchNorm2d<8>, ReLU, models::BasicBlock<8, 8>,
                          ReLU, models::BasicBlock<8, 16, 2>, ReLU, AdaptiveAvgPool2d<1>, Flatten, Linear<16, 10>>;
   // Eight BatchNorms deep, the rounding differences grow faster than in model B: measured 2.1e-4 of
