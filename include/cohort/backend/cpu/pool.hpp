@@ -144,41 +144,15 @@ struct ops::PoolKernels<Cpu> {
   /// split between threads; 16-bit planes are averaged in float and rounded once.
   template <class G, class T>
   static void avg_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch) {
-    constexpr std::size_t in_plane = G::in_h * G::in_w, out_plane = G::out_h * G::out_w;
-    const Isa isa = cpu::active_isa();
-    ctx.threads().parallel_for(batch * G::channels, 16, [x, y, isa](std::size_t p0, std::size_t p1) {
-      for (std::size_t plane = p0; plane < p1; ++plane) {
-        if constexpr (std::is_same_v<T, accumulator_t<T>>) {
-          avg_plane<G>(x + plane * in_plane, y + plane * out_plane);
-        } else {
-          float* xf = cpu::convert_scratch(0, in_plane);
-          float* yf = cpu::convert_scratch(1, out_plane);
-          cpu::load_floats(isa, x + plane * in_plane, xf, in_plane);
-          avg_plane<G>(xf, yf);
-          cpu::store_floats(isa, yf, y + plane * out_plane, out_plane);
-        }
-      }
-    });
+    each_plane_in_float<G::in_h * G::in_w, G::out_h * G::out_w>(
+        ctx, x, y, batch * G::channels, [](const auto* in, auto* out) { avg_plane<G>(in, out); });
   }
   /// dx = the sum of dy / (K*K) over the windows that cover each element (0 for elements no
   /// window covers), added in the windows' row-major order as PyTorch's CPU kernel adds them.
   template <class G, class T>
   static void avg_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch) {
-    constexpr std::size_t in_plane = G::in_h * G::in_w, out_plane = G::out_h * G::out_w;
-    const Isa isa = cpu::active_isa();
-    ctx.threads().parallel_for(batch * G::channels, 16, [dy, dx, isa](std::size_t p0, std::size_t p1) {
-      for (std::size_t plane = p0; plane < p1; ++plane) {
-        if constexpr (std::is_same_v<T, accumulator_t<T>>) {
-          avg_plane_backward<G>(dy + plane * out_plane, dx + plane * in_plane);
-        } else {
-          float* gf = cpu::convert_scratch(0, out_plane);
-          float* df = cpu::convert_scratch(1, in_plane);
-          cpu::load_floats(isa, dy + plane * out_plane, gf, out_plane);
-          avg_plane_backward<G>(gf, df);
-          cpu::store_floats(isa, df, dx + plane * in_plane, in_plane);
-        }
-      }
-    });
+    each_plane_in_float<G::out_h * G::out_w, G::in_h * G::in_w>(
+        ctx, dy, dx, batch * G::channels, [](const auto* in, auto* out) { avg_plane_backward<G>(in, out); });
   }
 
   /// Global average pooling (G: a ChannelGeometry): y[n, c] = the mean of plane (n, c), summed
@@ -214,6 +188,26 @@ struct ops::PoolKernels<Cpu> {
   }
 
  private:
+  /// fn(in, out) on every plane pair (src: InPlane values per plane, dst: OutPlane), planes split
+  /// between threads; 16-bit planes go through float scratch and are rounded once on the way out.
+  template <std::size_t InPlane, std::size_t OutPlane, class T, class Fn>
+  static void each_plane_in_float(CpuContext& ctx, const T* src, T* dst, std::size_t planes, Fn fn) {
+    const Isa isa = cpu::active_isa();
+    ctx.threads().parallel_for(planes, 16, [src, dst, isa, fn](std::size_t p0, std::size_t p1) {
+      for (std::size_t plane = p0; plane < p1; ++plane) {
+        if constexpr (std::is_same_v<T, accumulator_t<T>>) {
+          fn(src + plane * InPlane, dst + plane * OutPlane);
+        } else {
+          float* in = cpu::convert_scratch(0, InPlane);
+          float* out = cpu::convert_scratch(1, OutPlane);
+          cpu::load_floats(isa, src + plane * InPlane, in, InPlane);
+          fn(in, out);
+          cpu::store_floats(isa, out, dst + plane * OutPlane, OutPlane);
+        }
+      }
+    });
+  }
+
   /// One plane of AvgPool2d, output row by output row: the row's window sums are built tap by
   /// tap (each tap a branch-free strided run of the input row, vectorisable), so every output
   /// adds its window in row-major order, as PyTorch's kernel does, then divides by K*K.
