@@ -68,3 +68,18 @@ TEST_CASE("Direct convolution: matches the double im2col path on awkward geometr
   check_direct<Conv2dGeometry<2, 36, 15, 15, 3, 1, 1>>(37, false); // sample groups with a short last one
   check_direct<Conv2dGeometry<64, 96, 7, 7, 3, 1, 1>>(6, true);    // model D's small-plane shape, scaled
 }
+
+TEST_CASE("Strided direct convolution: matches the double im2col path on awkward geometries") {
+  // ResNet's downsampling shapes (3x3 stride 2 and the 1x1 stride-2 projection), scaled down.
+  check_direct<Conv2dGeometry<16, 32, 28, 28, 3, 2, 1>>(3, false);
+  check_direct<Conv2dGeometry<16, 32, 28, 28, 1, 2, 0>>(3, false);
+  // Odd sizes (the last phase row/column is short), every padding, a fused ReLU.
+  check_direct<Conv2dGeometry<3, 5, 9, 7, 3, 2, 1>>(5, true);
+  check_direct<Conv2dGeometry<3, 5, 9, 7, 3, 2, 0>>(5, false);
+  check_direct<Conv2dGeometry<3, 5, 9, 7, 3, 2, 2>>(5, false);
+  check_direct<Conv2dGeometry<2, 4, 11, 10, 5, 2, 2>>(3, true);
+  check_direct<Conv2dGeometry<4, 8, 7, 6, 1, 2, 0>>(9, false);     // only phase (0, 0) is read
+  check_direct<Conv2dGeometry<5, 80, 13, 12, 3, 3, 1>>(2, true);   // stride 3: 9 phases, 80 channels
+  check_direct<Conv2dGeometry<6, 7, 10, 9, 2, 3, 1>>(3, false);    // kernel smaller than the stride
+  check_direct<Conv2dGeometry<2, 36, 15, 15, 3, 2, 1>>(37, false); // sample groups with a short last one
+}

@@ -1,8 +1,9 @@
 #pragma once
 /// \file
 /// Conv2d on the CPU. Stride-1 layers run the direct kernel on wide planes (conv2d_direct.hpp),
-/// for bfloat16 on AMX tiles where the CPU has them (conv2d_amx.hpp); other strides run im2col +
-/// GEMM per sample.
+/// for bfloat16 on AMX tiles where the CPU has them (conv2d_amx.hpp); strided layers run the same
+/// kernel on phase planes (conv2d_strided.hpp). The im2col + GEMM path is left for double and for
+/// padding >= kernel.
 ///
 /// The im2col forward pass writes the bias into the output first and lets the GEMM accumulate
 /// onto it; its backward pass recomputes the im2col matrix instead of keeping one per sample
@@ -21,6 +22,7 @@
 #include "cohort/backend/cpu/conv2d_amx.hpp"
 #include "cohort/backend/cpu/conv2d_direct.hpp"
 #include "cohort/backend/cpu/conv2d_dy.hpp"
+#include "cohort/backend/cpu/conv2d_strided.hpp"
 #include "cohort/backend/cpu/convert.hpp"
 #include "cohort/backend/cpu/gemm.hpp"
 #include "cohort/backend/cpu/tap_range.hpp"
@@ -112,15 +114,18 @@ struct ops::Conv2dKernels<Cpu> {
   /// converted at the edges, float inside, except bfloat16 on AMX: run_direct, amx_weight_grad);
   /// the im2col path everything else.
   template <class G, class T>
-  static constexpr bool use_direct = (std::is_same_v<T, float> || cpu::is_half_type<T>)&&cpu::direct::applicable<G>;
+  static constexpr bool use_direct = (std::is_same_v<T, float> ||
+                                      cpu::is_half_type<T>)&&(cpu::direct::applicable<G> ||
+                                                              cpu::direct::strided_applicable<G>);
   /// A following ReLU can be applied inside the kernels (the executor then skips it).
   template <class G, class T>
   static constexpr bool fuses_relu = use_direct<G, T>;
   /// A following ReLU and then a 2x2, stride-2 max-pool (geometry PG) can run inside the
   /// kernels: the convolution's full-size output and gradient then never go to memory.
   template <class G, class PG, class T>
-  static constexpr bool fuses_relu_pool = use_direct<G, T>&& PG::kernel == 2 && PG::stride == 2 && PG::padding == 0 &&
-                                          PG::channels == G::out_channels&& PG::in_h == G::out_h&& PG::in_w == G::out_w;
+  static constexpr bool fuses_relu_pool =
+      use_direct<G, T>&& G::stride == 1 && PG::kernel == 2 && PG::stride == 2 && PG::padding == 0 &&
+      PG::channels == G::out_channels&& PG::in_h == G::out_h&& PG::in_w == G::out_w;
 
   /// `relu`: write max(output, 0) (only when fuses_relu).
   template <class G, class T>
@@ -215,11 +220,11 @@ struct ops::Conv2dKernels<Cpu> {
   template <class G, class T>
   static void direct_forward(CpuContext& ctx, const T* x, const T* w, const T* b, T* y, std::size_t batch,
                              workspace<G, T>& ws, bool relu) {
-    using V = cpu::direct::Wide<G>;
+    using V = cpu::direct::plan_t<G>;
     const Isa isa = cpu::active_isa();
     run_direct<G, G>(
         ctx, isa, w, false, float_bias<G>(isa, b, ws), batch, ws,
-        [&](std::size_t n, float* xt) { cpu::direct::pad_sample<G>(sample(x, n, G::in_size), xt); },
+        [&](std::size_t n, float* xt) { cpu::direct::pad_input<G>(sample(x, n, G::in_size), xt); },
         [&](std::size_t n, const float* wide) {
           float* out = staging<T>(y + n * G::out_size, G::out_size);
           cpu::direct::unwiden<G>(wide, out, V::cout, relu);
@@ -296,10 +301,10 @@ struct ops::Conv2dKernels<Cpu> {
   template <class Gk, class Pad, class Unpad>
   static void run_groups(CpuContext& ctx, Isa isa, std::size_t batch, std::size_t rows, const float* packed,
                          const float* bias, Pad&& pad, Unpad&& unpad) {
-    using V = cpu::direct::Wide<Gk>;
+    using V = cpu::direct::plan_t<Gk>;
     for_each_group(ctx, batch, cpu::direct::forward_group<Gk>,
                    [&, isa, rows](std::size_t n0, std::size_t count, std::size_t group) {
-                     const std::size_t out_stride = rows * V::positions, in_stride = V::cin * V::plane;
+                     const std::size_t out_stride = rows * V::positions, in_stride = V::cin * V::channel_stride;
                      // 32 floats of slack: the fused pool reads up to two vectors past a row's end.
                      float* wide = cpu::detail::conv_scratch<float>(group * (out_stride + in_stride) + 32).data();
                      float* xt = wide + group * out_stride;
@@ -321,6 +326,10 @@ struct ops::Conv2dKernels<Cpu> {
         tiled_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate);
     }
     if (!dx) return;
+    if constexpr (G::stride > 1) {
+      strided_dx<G>(ctx, isa, w, dy, dx, batch, ws);
+      return;
+    }
     // dX: the "full" convolution of dY with the rotated, transposed kernel.
     using Gt = cpu::direct::transposed_geometry<G>;
     using Vt = cpu::direct::Wide<Gt>;
@@ -331,6 +340,67 @@ struct ops::Conv2dKernels<Cpu> {
           cpu::direct::unwiden<Gt>(wide, out, Vt::cout);
           unstage(isa, out, dx + n * G::in_size, G::in_size);
         });
+  }
+
+  /// dX of a strided convolution: S x S phase convolutions of dY (conv2d_strided.hpp) run by the
+  /// forward kernel on one padded copy of each sample's dY, then interleaved into dX.
+  template <class G, class T, class Source>
+  static void strided_dx(CpuContext& ctx, Isa isa, const T* w, const Source& dy, T* dx, std::size_t batch,
+                         workspace<G, T>& ws) {
+    constexpr std::size_t S = G::stride, phases = S * S;
+    using D0 = cpu::direct::StridedDx<G, 0, 0>;
+    // Packed weights of every phase, back to back; offsets[p] where phase p's start.
+    std::size_t offsets[phases + 1] = {}, rows = 0;
+    [&]<std::size_t... P>(std::index_sequence<P...>) {
+      ((offsets[P + 1] = offsets[P] + cpu::direct::forward_rows<cpu::direct::StridedDx<G, P / S, P % S>>(isa) *
+                                          D0::cin * cpu::direct::StridedDx<G, P / S, P % S>::taps),
+       ...);
+      rows = std::max({cpu::direct::forward_rows<cpu::direct::StridedDx<G, P / S, P % S>>(isa)...});
+    }
+    (std::make_index_sequence<phases>{});
+    ws.packed_t.resize(offsets[phases]);
+    [&]<std::size_t... P>(std::index_sequence<P...>) {
+      (pack_phase<G, P / S, P % S>(isa, w, ws.packed_t.data() + offsets[P]), ...);
+    }
+    (std::make_index_sequence<phases>{});
+    const float* packed = ws.packed_t.data();
+    for_each_group(ctx, batch, cpu::direct::forward_group<D0>,
+                   [&, isa, rows](std::size_t n0, std::size_t count, std::size_t group) {
+                     const std::size_t out_stride = rows * D0::positions, in_stride = D0::cin * D0::plane;
+                     float* wide = cpu::detail::conv_scratch<float>(group * (phases * out_stride + in_stride)).data();
+                     float* planes = wide + phases * group * out_stride;
+                     for (std::size_t i = 0; i < count; ++i) dy.padded_strided(n0 + i, planes + i * in_stride);
+                     [&]<std::size_t... P>(std::index_sequence<P...>) {
+                       ((cpu::direct::StridedDx<G, P / S, P % S>::taps > 0
+                             ? cpu::direct::forward_samples_dispatch<cpu::direct::StridedDx<G, P / S, P % S>>(
+                                   isa, planes, count, packed + offsets[P], nullptr, wide + P * group * out_stride)
+                             : void()),
+                        ...);
+                     }
+                     (std::make_index_sequence<phases>{});
+                     for (std::size_t i = 0; i < count; ++i) {
+                       float* out = staging<T>(dx + (n0 + i) * G::in_size, G::in_size);
+                       cpu::direct::scatter_phases<G>(
+                           [&](std::size_t a, std::size_t b) -> const float* {
+                             return offsets[a * S + b + 1] == offsets[a * S + b]
+                                        ? nullptr
+                                        : wide + (a * S + b) * group * out_stride + i * out_stride;
+                           },
+                           out);
+                       unstage(isa, out, dx + (n0 + i) * G::in_size, G::in_size);
+                     }
+                   });
+  }
+  template <class G, std::size_t A, std::size_t B, class T>
+  static void pack_phase(Isa isa, const T* w, float* out) {
+    using D = cpu::direct::StridedDx<G, A, B>;
+    if constexpr (D::taps > 0)
+      cpu::dispatch_isa(
+          isa, [&] { cpu::direct::pack_strided_dx<G, A, B, cpu::direct::ForwardTile<16, D>::mr>(w, out); },
+          [&] { cpu::direct::pack_strided_dx<G, A, B, cpu::direct::ForwardTile<8, D>::mr>(w, out); },
+          [&] { cpu::direct::pack_strided_dx<G, A, B, cpu::direct::ForwardTile<4, D>::mr>(w, out); });
+    else
+      (void)isa, (void)w, (void)out;
   }
 
   /// dW and db on AMX tiles (amx_conv::GradShape) when T is bfloat16 and the CPU has them;
@@ -403,12 +473,12 @@ struct ops::Conv2dKernels<Cpu> {
   template <class G, class T, class Source>
   static void tiled_weight_grad(CpuContext& ctx, Isa isa, const T* x, const Source& dy, float* dw, float* db,
                                 std::size_t batch, bool accumulate) {
-    using V = cpu::direct::Wide<G>;
+    using V = cpu::direct::plan_t<G>;
     ThreadPool& pool = ctx.threads();
     const auto shape = cpu::direct::weight_grad_shape<G>(isa);
     constexpr std::size_t valid = G::out_h * G::out_w, patch = V::cin * V::taps;
     // Transients of the calling thread (the pool's threads only see them through pointers).
-    float* padded = cpu::detail::transient(0, batch * V::cin * V::plane);
+    float* padded = cpu::detail::transient(0, batch * V::cin * V::channel_stride);
     float* dyt = cpu::detail::transient(1, batch * valid * shape.padded_cout);
     float* db_n = cpu::detail::transient(3, batch * shape.padded_cout); // per-sample bias sums
     // The padded input (rebuilt: cheaper in memory than keeping it from the forward pass) and dY
@@ -417,7 +487,7 @@ struct ops::Conv2dKernels<Cpu> {
     // order), then the samples are summed in order below.
     pool.parallel_for(batch, 1, [&, isa](std::size_t lo, std::size_t hi) {
       for (std::size_t n = lo; n < hi; ++n) {
-        cpu::direct::pad_sample<G>(sample(x, n, G::in_size), padded + n * V::cin * V::plane);
+        cpu::direct::pad_input<G>(sample(x, n, G::in_size), padded + n * V::cin * V::channel_stride);
         float* dyt_n = dyt + n * valid * shape.padded_cout;
         dy.transposed(n, dyt_n, shape.padded_cout);
         if (db)
@@ -450,7 +520,7 @@ struct ops::Conv2dKernels<Cpu> {
         const std::size_t first = c * per_chunk, end = std::min(batch, first + per_chunk);
         for (std::size_t n0 = first; n0 < end; n0 += block)
           for (std::size_t t = t0; t < t1; ++t)
-            cpu::direct::weight_grad_tile_dispatch<G>(isa, padded + n0 * V::cin * V::plane,
+            cpu::direct::weight_grad_tile_dispatch<G>(isa, padded + n0 * V::cin * V::channel_stride,
                                                       dyt + n0 * valid * shape.padded_cout, std::min(block, end - n0),
                                                       t, dw_t + c * part, n0 == first);
       }

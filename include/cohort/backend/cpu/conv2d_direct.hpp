@@ -56,7 +56,70 @@ struct Wide {
   /// Floats per padded input plane: everything a tile may read, rounded to a cache line.
   static constexpr std::size_t plane = round_up(std::max(hp * wp + G::padding, positions + (k - 1) * (wp + 1)), 16);
   static constexpr std::size_t taps = k * k;
+  // The plan interface the kernels read (see Strided): floats between input channels, and
+  // where tap t reads relative to an output position (rows of tap group kh0 on, for dW tiles).
+  static constexpr std::size_t channel_stride = plane;
+  static constexpr std::size_t offset(std::size_t t) noexcept { return (t / k) * wp + t % k; }
+  static constexpr std::size_t row_offset(std::size_t kh0) noexcept { return kh0 * wp; }
+  static constexpr std::size_t row_step = 1; // dW tiles may start at any kernel row
 };
+
+/// The wide-plane geometry of a convolution with stride S > 1: the zero-padded input split into
+/// S x S phase planes, phase (a, b) holding padded rows a, a+S, ... and columns b, b+S, ...
+///
+/// Output (h, w) reads padded input (S*h + kh, S*w + kw) = phase (kh % S, kw % S) at (h + kh/S,
+/// w + kw/S): with phase rows of stride Wp, every tap is again a contiguous shifted row, now of
+/// its phase's plane, and the stride-1 kernels run unchanged on offset(t). No im2col matrix, no
+/// wasted taps: a 3x3 stride-2 convolution reads 4 phases, a 1x1 one only phase (0, 0).
+template <class G>
+struct Strided {
+  static_assert(G::stride > 1 && G::padding < G::kernel, "strided direct convolution: stride > 1, padding < kernel");
+  static constexpr std::size_t s = G::stride, k = G::kernel, cin = G::in_channels, cout = G::out_channels;
+  static constexpr std::size_t ho = G::out_h, wo = G::out_w;
+  /// Phases per axis some tap reads (all S unless the kernel is smaller than the stride).
+  static constexpr std::size_t phases = std::min(s, k);
+  /// How far past an output position (in phase rows/columns) the taps reach.
+  static constexpr std::size_t reach = (k - 1) / s;
+  static constexpr std::size_t wp = std::max((G::in_w + 2 * G::padding + s - 1) / s, wo + reach);
+  static constexpr std::size_t hq = std::max((G::in_h + 2 * G::padding + s - 1) / s, ho + reach);
+  static constexpr std::size_t positions = round_up(ho * wp, 16);
+  /// Floats per phase plane: everything a tile may read, rounded to a cache line.
+  static constexpr std::size_t plane = round_up(std::max(hq * wp, positions + reach * (wp + 1)), 16);
+  static constexpr std::size_t taps = k * k;
+  static constexpr std::size_t channel_stride = phases * phases * plane;
+  static constexpr std::size_t offset(std::size_t t) noexcept {
+    const std::size_t kh = t / k, kw = t % k;
+    return ((kh % s) * phases + kw % s) * plane + (kh / s) * wp + kw / s;
+  }
+  /// dW tiles start at kernel rows kh0 that are multiples of S: the phase of row kh0 + r is then
+  /// that of r, and offset(kh0*K + j) = row_offset(kh0) + offset(j).
+  static constexpr std::size_t row_offset(std::size_t kh0) noexcept { return kh0 / s * wp; }
+  static constexpr std::size_t row_step = s;
+};
+
+/// Whether the direct path handles G (otherwise the im2col path does).
+template <class G>
+inline constexpr bool applicable = G::stride == 1 && G::padding + 1 <= G::kernel;
+template <class G>
+inline constexpr bool strided_applicable = G::stride > 1 && G::padding < G::kernel;
+
+/// A kernel "plan" (Wide, Strided, StridedDx): what forward_tile and weight_grad_block read.
+template <class X>
+concept KernelPlan = requires {
+  X::channel_stride;
+  X::positions;
+};
+/// The plan of X: X itself, or the input plan of a Conv2dGeometry (Wide for stride 1).
+template <class X>
+struct plan_of {
+  using type = std::conditional_t<X::stride == 1, Wide<X>, Strided<X>>;
+};
+template <KernelPlan X>
+struct plan_of<X> {
+  using type = X;
+};
+template <class X>
+using plan_t = typename plan_of<X>::type;
 
 /// Copies one (C, H, W) sample into zero-padded wide planes (C x Wide::plane). With `relu_of`
 /// (a tensor of the sample's shape), copies x where relu_of > 0 and 0 elsewhere: the gradient
@@ -90,7 +153,7 @@ struct ForwardTile {
   static constexpr Choice choose() {
     constexpr Choice wide[] = {{8, 3}, {6, 4}, {12, 2}, {8, 2}};
     constexpr Choice narrow[] = {{6, 2}, {4, 3}, {3, 4}};
-    const std::size_t cout = G::out_channels, n = W == 16 ? 4 : 3;
+    const std::size_t cout = plan_t<G>::cout, n = W == 16 ? 4 : 3;
     Choice best{};
     double best_cost = 1e9;
     for (std::size_t i = 0; i < n; ++i) {
@@ -102,7 +165,7 @@ struct ForwardTile {
     return best;
   }
   static constexpr std::size_t mr = choose().mr, nv = choose().nv;
-  static constexpr std::size_t blocks = (G::out_channels + mr - 1) / mr;
+  static constexpr std::size_t blocks = (plan_t<G>::cout + mr - 1) / mr;
 };
 
 /// Packs W (out, in, K, K) into blocks of MR output channels: [block][c][tap][r], zero-padded.
@@ -132,22 +195,21 @@ template <int W, class G, std::size_t MR, std::size_t NV>
 COHORT_ALWAYS_INLINE void forward_tile(const float* __restrict xt, const float* __restrict wb,
                                        const float* __restrict bias, std::size_t row0, std::size_t p0,
                                        float* __restrict yw) {
-  using V = Wide<G>;
-  constexpr std::size_t K = V::k;
+  using V = plan_t<G>;
   vec<W> acc[MR][NV];
   for (std::size_t r = 0; r < MR; ++r) {
     const vec<W> init = broadcast<W>(bias && row0 + r < V::cout ? bias[row0 + r] : 0.f);
     for (std::size_t v = 0; v < NV; ++v) acc[r][v] = init;
   }
   for (std::size_t c = 0; c < V::cin; ++c) {
-    const float* __restrict xc = xt + c * V::plane + p0;
+    const float* __restrict xc = xt + c * V::channel_stride + p0;
     const float* __restrict wc = wb + c * V::taps * MR;
 #pragma GCC unroll 25
     for (std::size_t t = 0; t < V::taps; ++t) {
       // A compiler barrier per tap: GCC would otherwise hoist the next taps' loads and spill
       // accumulators to make room for them.
       asm volatile("" ::: "memory");
-      const float* __restrict xs = xc + (t / K) * V::wp + t % K;
+      const float* __restrict xs = xc + V::offset(t);
       vec<W> x[NV];
       for (std::size_t v = 0; v < NV; ++v) x[v] = load<W>(xs + v * W);
 #pragma GCC unroll 12
@@ -165,19 +227,19 @@ COHORT_ALWAYS_INLINE void forward_tile(const float* __restrict xt, const float* 
 /// while every weight block passes over them, so weights are read from memory once per group,
 /// not once per sample (model D's 256->512 layer has 4.7 MB of weights).
 template <class G>
-inline constexpr std::size_t
-    forward_group = std::clamp<std::size_t>((384u << 10) / (Wide<G>::cin * Wide<G>::plane * sizeof(float)), 1, 16);
+inline constexpr std::size_t forward_group =
+    std::clamp<std::size_t>((384u << 10) / (plan_t<G>::cin * plan_t<G>::channel_stride * sizeof(float)), 1, 16);
 
 /// `count` samples: wide outputs (blocks*MR x Wide::positions each, consecutive) = bias +
 /// conv(xt, packed weights), xt holding the samples' padded planes consecutively.
 template <int W, class G>
 COHORT_ALWAYS_INLINE void forward_samples(const float* __restrict xt, std::size_t count, const float* __restrict wpk,
                                           const float* __restrict bias, float* __restrict yw) {
-  using V = Wide<G>;
+  using V = plan_t<G>;
   using T = ForwardTile<W, G>;
   constexpr std::size_t MR = T::mr, NV = T::nv, step = NV * W;
   constexpr std::size_t full = V::positions / step * step, tail = (V::positions - full) / W;
-  constexpr std::size_t in_stride = V::cin * V::plane, out_stride = T::blocks * MR * V::positions;
+  constexpr std::size_t in_stride = V::cin * V::channel_stride, out_stride = T::blocks * MR * V::positions;
   for (std::size_t b = 0; b < T::blocks; ++b) {
     const float* __restrict wb = wpk + b * V::cin * V::taps * MR;
     for (std::size_t n = 0; n < count; ++n) {
@@ -191,7 +253,7 @@ COHORT_ALWAYS_INLINE void forward_samples(const float* __restrict xt, std::size_
 
 /// Output channels padded to whole vectors: the row length of transposed dY and dW.
 template <class G, int W>
-inline constexpr std::size_t padded_cout = round_up(G::out_channels, std::size_t(W));
+inline constexpr std::size_t padded_cout = round_up(plan_t<G>::cout, std::size_t(W));
 
 /// Register tile of the dW kernel: `rows` kernel rows (all K taps of each) of one input channel
 /// x `ov` vectors of output channels. Tap offsets inside a tile are then compile-time constants
@@ -200,17 +262,19 @@ inline constexpr std::size_t padded_cout = round_up(G::out_channels, std::size_t
 /// 12 of 16 ymm/xmm).
 template <int W, class G>
 struct WeightGradTile {
-  static constexpr std::size_t k = G::kernel, vectors = padded_cout<G, W> / W;
+  static constexpr std::size_t k = plan_t<G>::k, vectors = padded_cout<G, W> / W;
   static constexpr std::size_t budget = W == 16 ? 24 : 12;
   struct Choice {
     std::size_t rows, ov;
   };
+  /// Tiles start at multiples of `rows`, which must be a multiple of the plan's row_step (or K).
+  static constexpr std::size_t step = std::min(plan_t<G>::row_step, k);
   static constexpr Choice choose() {
-    Choice best{1, 1};
+    Choice best{step, 1}; // when nothing fits the budget: the smallest tile, spilling
     double best_cost = 1e9;
-    for (std::size_t r = 1; r <= k; ++r)
+    for (std::size_t r = step; r <= k; r += (r + step > k && r != k) ? k - r : step)
       for (std::size_t v = 1; v <= vectors; ++v) {
-        if (r * k * v > budget && !(r == 1 && v == 1)) continue;
+        if (r * k * v > budget && !(r == step && v == 1)) continue;
         const double cost = 1.0 / double(r * k) + 1.0 / double(v);
         if (cost < best_cost - 1e-12) best_cost = cost, best = {r, v};
       }
@@ -220,7 +284,7 @@ struct WeightGradTile {
   /// Tiles along each axis, and the sizes of the last (partial) tile of each.
   static constexpr std::size_t row_groups = (k + rows - 1) / rows, channel_groups = (vectors + ov - 1) / ov;
   static constexpr std::size_t last_rows = k - (row_groups - 1) * rows, last_ov = vectors - (channel_groups - 1) * ov;
-  static constexpr std::size_t count = G::in_channels * row_groups * channel_groups;
+  static constexpr std::size_t count = plan_t<G>::cin * row_groups * channel_groups;
 };
 
 /// dWt[k][o] for the patch entries of input channel c, kernel rows [kh0, kh0+Rows), and output
@@ -231,7 +295,7 @@ template <int W, class G, std::size_t Rows, std::size_t Ov>
 COHORT_ALWAYS_INLINE void weight_grad_block(const float* __restrict xt, const float* __restrict dyt, std::size_t nb,
                                             std::size_t c, std::size_t kh0, std::size_t o0, float* __restrict dwt,
                                             bool first) {
-  using V = Wide<G>;
+  using V = plan_t<G>;
   constexpr std::size_t K = V::k, E = Rows * K;
   constexpr std::size_t cp = padded_cout<G, W>, valid = V::ho * V::wo;
   const std::size_t k0 = c * V::taps + kh0 * K; // patch index of the tile's first entry
@@ -239,7 +303,7 @@ COHORT_ALWAYS_INLINE void weight_grad_block(const float* __restrict xt, const fl
   for (std::size_t j = 0; j < E; ++j)
     for (std::size_t v = 0; v < Ov; ++v) acc[j][v] = first ? vec<W>{} : load<W>(dwt + (k0 + j) * cp + o0 + v * W);
   for (std::size_t n = 0; n < nb; ++n) {
-    const float* __restrict xn = xt + (n * V::cin + c) * V::plane + kh0 * V::wp;
+    const float* __restrict xn = xt + (n * V::cin + c) * V::channel_stride + V::row_offset(kh0);
     const float* __restrict drow = dyt + n * valid * cp + o0;
     for (std::size_t h = 0; h < V::ho; ++h)
       for (std::size_t w = 0; w < V::wo; ++w, drow += cp) {
@@ -248,7 +312,7 @@ COHORT_ALWAYS_INLINE void weight_grad_block(const float* __restrict xt, const fl
         for (std::size_t v = 0; v < Ov; ++v) d[v] = load<W>(drow + v * W);
 #pragma GCC unroll 25
         for (std::size_t j = 0; j < E; ++j) {
-          const vec<W> xb = broadcast<W>(xp[(j / K) * V::wp + j % K]);
+          const vec<W> xb = broadcast<W>(xp[V::offset(j)]);
 #pragma GCC unroll 8
           for (std::size_t v = 0; v < Ov; ++v) acc[j][v] += xb * d[v];
         }
@@ -264,8 +328,8 @@ template <int W, class G>
 COHORT_ALWAYS_INLINE void weight_grad_tile(const float* xt, const float* dyt, std::size_t nb, std::size_t t, float* dwt,
                                            bool first) {
   using T = WeightGradTile<W, G>;
-  const std::size_t rg = t % T::row_groups, c = t / T::row_groups % G::in_channels,
-                    og = t / (T::row_groups * G::in_channels);
+  constexpr std::size_t cin = plan_t<G>::cin;
+  const std::size_t rg = t % T::row_groups, c = t / T::row_groups % cin, og = t / (T::row_groups * cin);
   const std::size_t kh0 = rg * T::rows, o0 = og * T::ov * W;
   const bool full_rows = rg + 1 < T::row_groups, full_ov = og + 1 < T::channel_groups;
   if (full_rows && full_ov)
@@ -282,7 +346,7 @@ COHORT_ALWAYS_INLINE void weight_grad_tile(const float* xt, const float* dyt, st
 /// 5x5 taps: the first layers). Their patch is too small to fill the (patch x channel) tiles of
 /// weight_grad_block, and dY, read once per channel as wide rows, never needs transposing.
 template <class G>
-inline constexpr bool channel_weight_grad = G::in_channels == 1 && G::kernel* G::kernel <= 25;
+inline constexpr bool channel_weight_grad = G::stride == 1 && G::in_channels == 1 && G::kernel* G::kernel <= 25;
 
 /// One pass of the per-channel dW kernel over kernel rows [kh0, kh0+Rows): for samples [0, nb),
 /// acc[k] += dYw[n][p..] * X[n][p + offset(k)..] over all wide positions p, plus the bias sum
@@ -497,7 +561,7 @@ std::size_t forward_rows(Isa isa) noexcept {
   const std::size_t mr = isa == Isa::avx512 ? ForwardTile<16, Gk>::mr
                          : isa == Isa::avx2 ? ForwardTile<8, Gk>::mr
                                             : ForwardTile<4, Gk>::mr;
-  return round_up(Gk::out_channels, mr);
+  return round_up(plan_t<Gk>::cout, mr);
 }
 
 /// Packs the weights of G for the forward kernel of Gk on an instruction set: Gk = G for the
@@ -515,7 +579,7 @@ void pack_for(Isa isa, const T* w, HostBuffer<float>& out, bool transpose_rotate
 /// applying max(., 0) when a following ReLU is fused.
 template <class G>
 void unwiden(const float* __restrict yw, float* __restrict y, std::size_t rows, bool relu = false) {
-  using V = Wide<G>;
+  using V = plan_t<G>;
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t h = 0; h < V::ho; ++h) {
       const float* __restrict in = yw + r * V::positions + h * V::wp;
@@ -532,10 +596,6 @@ void unwiden(const float* __restrict yw, float* __restrict y, std::size_t rows, 
 template <class G>
 using transposed_geometry =
     Conv2dGeometry<G::out_channels, G::in_channels, G::out_h, G::out_w, G::kernel, 1, G::kernel - 1 - G::padding>;
-
-/// Whether the direct path handles G (otherwise the im2col path does).
-template <class G>
-inline constexpr bool applicable = G::stride == 1 && G::padding + 1 <= G::kernel;
 
 } // namespace cohort::cpu::direct
 

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "cohort/backend/cpu/conv2d_direct.hpp"
+#include "cohort/backend/cpu/conv2d_strided.hpp"
 #include "cohort/backend/cpu/convert.hpp"
 
 namespace cohort::cpu::direct {
@@ -47,6 +48,10 @@ struct PlainDy {
   /// Sample n as the padded input planes of the dX convolution (transposed_geometry<G>).
   void padded(std::size_t n, float* planes) const {
     pad_sample<transposed_geometry<G>>(sample(dy, n, 0), planes, relu_y ? sample(relu_y, n, 1) : nullptr);
+  }
+  /// Sample n as the padded planes of the strided dX phase convolutions (StridedDx<G, ., .>).
+  void padded_strided(std::size_t n, float* planes) const {
+    pad_dy_strided<G>(sample(dy, n, 0), planes, relu_y ? sample(relu_y, n, 1) : nullptr);
   }
   /// Channel o of sample n as a wide row (Wide<G>::positions floats, zero outside valid columns).
   void wide_channel(std::size_t n, std::size_t o, float* __restrict row) const {
