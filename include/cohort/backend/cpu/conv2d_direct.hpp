@@ -255,52 +255,60 @@ COHORT_ALWAYS_INLINE void forward_samples(const float* __restrict xt, std::size_
 template <class G, int W>
 inline constexpr std::size_t padded_cout = round_up(plan_t<G>::cout, std::size_t(W));
 
-/// Register tile of the dW kernel: `rows` kernel rows (all K taps of each) of one input channel
-/// x `ov` vectors of output channels. Tap offsets inside a tile are then compile-time constants
-/// from one pointer (no address registers to spill), and the shape minimises loads per FMA,
-/// 1/(rows*K) + 1/ov, within the accumulator registers the instruction set has (24 of 32 zmm,
-/// 12 of 16 ymm/xmm).
+/// Register tile of the dW kernel: `cb` input channels x `rows` kernel rows (all K taps of
+/// each) x `ov` vectors of output channels; several channels only when a tile spans the whole
+/// kernel (their patch entries are then contiguous) and one channel would leave fewer than 8
+/// accumulators, so 1x1 and small kernels still keep the FMA units busy. Tap offsets inside a tile are compile-time
+/// constants from one pointer (no address registers to spill), and the shape minimises loads per FMA, 1/(cb*rows*K) +
+/// 1/ov, within the accumulator registers the instruction set has (24 of 32 zmm, 12 of 16 ymm/xmm).
 template <int W, class G>
 struct WeightGradTile {
-  static constexpr std::size_t k = plan_t<G>::k, vectors = padded_cout<G, W> / W;
+  static constexpr std::size_t k = plan_t<G>::k, cin = plan_t<G>::cin, vectors = padded_cout<G, W> / W;
   static constexpr std::size_t budget = W == 16 ? 24 : 12;
   struct Choice {
-    std::size_t rows, ov;
+    std::size_t rows, ov, cb;
   };
   /// Tiles start at multiples of `rows`, which must be a multiple of the plan's row_step (or K).
   static constexpr std::size_t step = std::min(plan_t<G>::row_step, k);
   static constexpr Choice choose() {
-    Choice best{step, 1}; // when nothing fits the budget: the smallest tile, spilling
+    Choice best{step, 1, 1}; // when nothing fits the budget: the smallest tile, spilling
     double best_cost = 1e9;
     for (std::size_t r = step; r <= k; r += (r + step > k && r != k) ? k - r : step)
-      for (std::size_t v = 1; v <= vectors; ++v) {
-        if (r * k * v > budget && !(r == step && v == 1)) continue;
-        const double cost = 1.0 / double(r * k) + 1.0 / double(v);
-        if (cost < best_cost - 1e-12) best_cost = cost, best = {r, v};
-      }
+      for (std::size_t v = 1; v <= vectors; ++v)
+        for (std::size_t cb = 1; cb <= (r == k ? cin : 1); ++cb) {
+          if (cin % cb != 0) continue; // whole channel groups only: no partial instances
+          // More channels only where one has too few accumulators to hide the FMA latency
+          // (measured: 16-channel 3x3 layers are slower with 2 x 9 than with 9).
+          if (cb > 1 && r * k * v >= 8) continue;
+          if (cb * r * k * v > budget && !(r == step && v == 1 && cb == 1)) continue;
+          const double cost = 1.0 / double(cb * r * k) + 1.0 / double(v);
+          if (cost < best_cost - 1e-12) best_cost = cost, best = {r, v, cb};
+        }
     return best;
   }
-  static constexpr std::size_t rows = choose().rows, ov = choose().ov;
+  static constexpr std::size_t rows = choose().rows, ov = choose().ov, cb = choose().cb;
   /// Tiles along each axis, and the sizes of the last (partial) tile of each.
   static constexpr std::size_t row_groups = (k + rows - 1) / rows, channel_groups = (vectors + ov - 1) / ov;
   static constexpr std::size_t last_rows = k - (row_groups - 1) * rows, last_ov = vectors - (channel_groups - 1) * ov;
-  static constexpr std::size_t count = plan_t<G>::cin * row_groups * channel_groups;
+  static constexpr std::size_t count = cin / cb * row_groups * channel_groups;
 };
 
-/// dWt[k][o] for the patch entries of input channel c, kernel rows [kh0, kh0+Rows), and output
-/// channels [o0, o0+Ov*W), summed over samples [0, nb) of a block: X in padded wide planes, dYt
-/// as (sample, valid position, channel). `first` starts the sums at zero, otherwise they
-/// continue from dWt (the previous block). Every lane sums its (n, position) terms in order.
-template <int W, class G, std::size_t Rows, std::size_t Ov>
+/// dWt[k][o] for the patch entries of input channels [c, c+Cb), kernel rows [kh0, kh0+Rows)
+/// (Cb > 1 only with all rows), and output channels [o0, o0+Ov*W), summed over samples [0, nb)
+/// of a block: X in padded planes, dYt as (sample, valid position, channel). `first` starts the
+/// sums at zero, otherwise they continue from dWt (the previous block). Every lane sums its
+/// (n, position) terms in order.
+template <int W, class G, std::size_t Rows, std::size_t Ov, std::size_t Cb>
 COHORT_ALWAYS_INLINE void weight_grad_block(const float* __restrict xt, const float* __restrict dyt, std::size_t nb,
                                             std::size_t c, std::size_t kh0, std::size_t o0, float* __restrict dwt,
                                             bool first) {
   using V = plan_t<G>;
-  constexpr std::size_t K = V::k, E = Rows * K;
+  static_assert(Cb == 1 || Rows == V::k, "dW tile: several channels only with whole kernels");
+  constexpr std::size_t K = V::k, E = Rows * K, J = Cb * E;
   constexpr std::size_t cp = padded_cout<G, W>, valid = V::ho * V::wo;
   const std::size_t k0 = c * V::taps + kh0 * K; // patch index of the tile's first entry
-  vec<W> acc[E][Ov];
-  for (std::size_t j = 0; j < E; ++j)
+  vec<W> acc[J][Ov];
+  for (std::size_t j = 0; j < J; ++j)
     for (std::size_t v = 0; v < Ov; ++v) acc[j][v] = first ? vec<W>{} : load<W>(dwt + (k0 + j) * cp + o0 + v * W);
   for (std::size_t n = 0; n < nb; ++n) {
     const float* __restrict xn = xt + (n * V::cin + c) * V::channel_stride + V::row_offset(kh0);
@@ -311,35 +319,35 @@ COHORT_ALWAYS_INLINE void weight_grad_block(const float* __restrict xt, const fl
         vec<W> d[Ov];
         for (std::size_t v = 0; v < Ov; ++v) d[v] = load<W>(drow + v * W);
 #pragma GCC unroll 25
-        for (std::size_t j = 0; j < E; ++j) {
-          const vec<W> xb = broadcast<W>(xp[V::offset(j)]);
+        for (std::size_t j = 0; j < J; ++j) {
+          const vec<W> xb = broadcast<W>(xp[j / E * V::channel_stride + V::offset(j % E)]);
 #pragma GCC unroll 8
           for (std::size_t v = 0; v < Ov; ++v) acc[j][v] += xb * d[v];
         }
       }
   }
-  for (std::size_t j = 0; j < E; ++j)
+  for (std::size_t j = 0; j < J; ++j)
     for (std::size_t v = 0; v < Ov; ++v) store<W>(dwt + (k0 + j) * cp + o0 + v * W, acc[j][v]);
 }
 
-/// Runs tile `t` of WeightGradTile<W, G>'s enumeration (input channel and kernel-row group
+/// Runs tile `t` of WeightGradTile<W, G>'s enumeration (channel group and kernel-row group
 /// fastest, so consecutive tiles share one slice of dY): picks the full or partial instance.
 template <int W, class G>
 COHORT_ALWAYS_INLINE void weight_grad_tile(const float* xt, const float* dyt, std::size_t nb, std::size_t t, float* dwt,
                                            bool first) {
   using T = WeightGradTile<W, G>;
-  constexpr std::size_t cin = plan_t<G>::cin;
-  const std::size_t rg = t % T::row_groups, c = t / T::row_groups % cin, og = t / (T::row_groups * cin);
+  constexpr std::size_t groups = T::cin / T::cb;
+  const std::size_t rg = t % T::row_groups, c = t / T::row_groups % groups * T::cb, og = t / (T::row_groups * groups);
   const std::size_t kh0 = rg * T::rows, o0 = og * T::ov * W;
   const bool full_rows = rg + 1 < T::row_groups, full_ov = og + 1 < T::channel_groups;
   if (full_rows && full_ov)
-    weight_grad_block<W, G, T::rows, T::ov>(xt, dyt, nb, c, kh0, o0, dwt, first);
+    weight_grad_block<W, G, T::rows, T::ov, 1>(xt, dyt, nb, c, kh0, o0, dwt, first);
   else if (full_rows)
-    weight_grad_block<W, G, T::rows, T::last_ov>(xt, dyt, nb, c, kh0, o0, dwt, first);
+    weight_grad_block<W, G, T::rows, T::last_ov, 1>(xt, dyt, nb, c, kh0, o0, dwt, first);
   else if (full_ov)
-    weight_grad_block<W, G, T::last_rows, T::ov>(xt, dyt, nb, c, kh0, o0, dwt, first);
+    weight_grad_block<W, G, T::last_rows, T::ov, T::cb>(xt, dyt, nb, c, kh0, o0, dwt, first);
   else
-    weight_grad_block<W, G, T::last_rows, T::last_ov>(xt, dyt, nb, c, kh0, o0, dwt, first);
+    weight_grad_block<W, G, T::last_rows, T::last_ov, T::cb>(xt, dyt, nb, c, kh0, o0, dwt, first);
 }
 
 /// Whether dW of G runs position-vectorised per output channel (one input channel and at most
