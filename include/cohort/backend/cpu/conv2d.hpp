@@ -259,15 +259,19 @@ struct ops::Conv2dKernels<Cpu> {
   }
 
   /// Calls `group_fn(n0, count, group)` for the batch cut into groups of at most `max_group`
-  /// consecutive samples (smaller when there are too few samples to give every thread one), the
-  /// groups split between threads; `group` is the size every group but the last has.
+  /// consecutive samples, the groups split between threads; `group` bounds every group's size.
+  /// The batch is first cut into equal chunks of samples, 4 per thread, which threads claim as
+  /// they come free, and each chunk into groups: whole groups would not split evenly (22 groups
+  /// of 6 samples went 12:10 between two threads).
   template <class GroupFn>
   static void for_each_group(CpuContext& ctx, std::size_t batch, std::size_t max_group, GroupFn&& group_fn) {
-    const std::size_t threads = ctx.threads().size();
-    const std::size_t group = std::min(max_group, std::max<std::size_t>(1, (batch + threads - 1) / threads));
-    const std::size_t groups = (batch + group - 1) / group;
-    ctx.threads().parallel_for(groups, 1, [&, group](std::size_t lo, std::size_t hi) {
-      for (std::size_t g = lo; g < hi; ++g) group_fn(g * group, std::min(group, batch - g * group), group);
+    const std::size_t chunks = std::min(batch, 4 * ctx.threads().size());
+    const std::size_t per_chunk = (batch + chunks - 1) / chunks, group = std::min(max_group, per_chunk);
+    ctx.threads().parallel_for(chunks, 1, [&, per_chunk, group](std::size_t lo, std::size_t hi) {
+      for (std::size_t c = lo; c < hi; ++c) {
+        const std::size_t end = std::min(batch, (c + 1) * per_chunk);
+        for (std::size_t n0 = c * per_chunk; n0 < end; n0 += group) group_fn(n0, std::min(group, end - n0), group);
+      }
     });
   }
 
