@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cohort/core/error.hpp>
+#include <cohort/optim/lr_schedule.hpp>
 
 #include "options.hpp"
 
@@ -76,8 +77,16 @@ int main(int argc, char** argv) {
                  "fp32; fp16 (fp32 master weights, dynamic loss scaling) or bf16 (fp32 master weights)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
       ->capture_default_str();
+  app.add_option(
+      "--lr-schedule", o.lr_schedule,
+      "learning-rate schedule, torch's values: step,step_size=N,gamma=G | multistep,milestones=A/B,gamma=G | "
+      "constant,factor=F,total_iters=N | cosine,warmup=N,start_factor=F,t_max=N,eta_min=E | "
+      "onecycle,max_lr=L,total_steps=N[,pct_start=P,anneal=cos|linear,div_factor=D,final_div_factor=F]");
+  app.add_flag("--schedule-per-step", o.schedule_per_step,
+               "advance the schedule every optimiser step (OneCycle's use), not every epoch");
   CLI11_PARSE(app, argc, argv);
   try {
+    (void)cohort::LrSchedule::parse(o.lr_schedule); // a bad spec fails before the data is read
     std::string model = o.model;
     for (char& c : model) c = char(std::tolower(static_cast<unsigned char>(c)));
 #define TRAIN_MNIST_DISPATCH(m, p)                                                                                     \

@@ -31,6 +31,8 @@ struct TrainMnistOptions {
   double timeout = 300;
   std::size_t accumulation = 1;
   std::string precision = "fp32"; // fp32 | fp16 | bf16
+  std::string lr_schedule;        // LrSchedule::parse syntax; empty: none
+  bool schedule_per_step = false;
 };
 
 // One translation unit per model (generated from model.cpp.in), so the models compile in

@@ -57,6 +57,8 @@ int train(const TrainMnistOptions& o, Opt opt) {
   to.parallel.deterministic_chunks = o.chunks;
   to.parallel.bucket_kib = o.bucket_kib;
   to.parallel.timeout_s = o.timeout;
+  to.lr_schedule = LrSchedule::parse(o.lr_schedule);
+  to.schedule_per_step = o.schedule_per_step;
   Trainer<Net, Opt, Parallel, Precision> trainer(std::move(opt), to);
   const bool root = trainer.rank() == 0; // only rank 0 talks
   if (root)

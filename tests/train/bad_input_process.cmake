@@ -1,5 +1,5 @@
 # The example trainer on bad input: a corrupted data file, a corrupted checkpoint and an unknown
-# --precision each give a clear error naming what is wrong, a non-zero exit, and change nothing
+# --precision (or --lr-schedule) each give a clear error naming what is wrong, a non-zero exit, and change nothing
 # on disk.
 #   cmake -DEXE=train_mnist -DWORK=dir -P bad_input_process.cmake
 file(REMOVE_RECURSE ${WORK})
@@ -32,3 +32,11 @@ if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "--precision: fp8 not in {fp32,fp16,
   message(FATAL_ERROR "an unknown --precision was not reported clearly (exit ${rc}): ${out}${err}")
 endif()
 message(STATUS "unknown precision: ${out}${err}")
+
+# A learning-rate schedule with a misspelt key: a non-zero exit naming the spec and the key.
+execute_process(COMMAND ${EXE} --lr-schedule "step,step_sise=2" --max-steps 1 RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "train_mnist: learning-rate schedule \"step,step_sise=2\": unknown key \"step_sise\" for step")
+  message(FATAL_ERROR "a bad --lr-schedule was not reported clearly (exit ${rc}): ${out}${err}")
+endif()
+message(STATUS "bad schedule: ${out}${err}")

@@ -84,3 +84,46 @@ TEST_CASE("Trainer: a different batch size cannot resume in the middle of an epo
   CHECK_THROWS_WITH_AS(b.fit(data, 1), doctest::Contains("needs the checkpoint's batch size 16, this run has 32"),
                        ValueError);
 }
+
+TEST_CASE("Trainer: a learning-rate schedule sets every step's rate, as a hand-written loop would, and resumes "
+          "exactly") {
+  using Net = models::ModelB; // BatchNorm, SGD momentum: the rate enters the state
+  const Bands data(100, 1);   // 5 steps per epoch at batch 24
+  const LrSchedule schedule = LrSchedule::parse("step,step_size=1,gamma=0.5");
+  const auto options = [&](std::uint64_t seed, std::uint64_t max_steps, bool scheduled) {
+    TrainerOptions o{.batch_size = 24, .seed = seed, .max_steps = max_steps, .log = nullptr};
+    if (scheduled) o.lr_schedule = schedule;
+    return o;
+  };
+  const auto weights = [](auto& t) {
+    return std::vector<float>(t.parameters().values.begin(), t.parameters().values.end());
+  };
+  Trainer<Net, Sgd<>> scheduled(Sgd({.lr = 0.05, .momentum = 0.9}), options(3, 0, true));
+  scheduled.fit(data, 3);
+  CHECK(scheduled.optimizer().lr() == 0.05 * 0.5 * 0.5); // the rate of epoch 2's steps
+  // The same rates set by hand before each epoch.
+  Trainer<Net, Sgd<>> by_hand(Sgd({.lr = 0.05, .momentum = 0.9}), options(3, 0, false));
+  for (std::uint64_t e = 0; e < 3; ++e) {
+    by_hand.optimizer().set_lr(schedule.lr(0.05, e));
+    by_hand.fit_epoch(data);
+  }
+  CHECK(weights(scheduled) == weights(by_hand)); // bitwise
+  // Stopped mid-epoch 1, resumed into a trainer of another seed: the same rates, the same weights.
+  TempDir dir("cohort_schedule_");
+  Trainer<Net, Sgd<>> first(Sgd({.lr = 0.05, .momentum = 0.9}), options(3, 7, true));
+  first.fit(data, 3);
+  first.save(dir.path / "half.safetensors");
+  Trainer<Net, Sgd<>> resumed(Sgd({.lr = 0.05, .momentum = 0.9}), options(11, 0, true));
+  resumed.resume(dir.path / "half.safetensors");
+  resumed.fit(data, 3);
+  CHECK(weights(resumed) == weights(scheduled));
+  // Per optimiser step (OneCycle's use): the last step ran at the schedule's rate for step 14.
+  const LrSchedule one_cycle = LrSchedule::parse("onecycle,max_lr=0.1,total_steps=15");
+  TrainerOptions per_step = options(3, 0, false);
+  per_step.lr_schedule = one_cycle;
+  per_step.schedule_per_step = true;
+  Trainer<Net, Sgd<>> cycling(Sgd({.lr = 0.05, .momentum = 0.9}), per_step);
+  cycling.fit(data, 3);
+  CHECK(cycling.step() == 15);
+  CHECK(cycling.optimizer().lr() == one_cycle.lr(0.05, 14));
+}

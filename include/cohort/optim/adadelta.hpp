@@ -73,6 +73,12 @@ class Adadelta : public detail::OptimizerBase<Adadelta<T, Backend>, Backend> {
   }
 
   const AdadeltaOptions& options() const noexcept { return opt_; }
+  /// The learning rate of the next steps (a schedule's: LrSchedule::lr); state is untouched.
+  void set_lr(double lr) {
+    detail::require(lr >= 0, "Adadelta", "lr", lr, ">= 0");
+    opt_.lr = lr;
+  }
+  double lr() const noexcept { return opt_.lr; }
   std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {
     if (params) ensure_state(params);
     return {{"square_avg", detail::state_span(square_avg_)}, {"acc_delta", detail::state_span(acc_delta_)}};

@@ -101,6 +101,12 @@ class Adam : public detail::OptimizerBase<Adam<T, Backend>, Backend> {
   }
 
   const AdamOptions& options() const noexcept { return opt_; }
+  /// The learning rate of the next steps (a schedule's: LrSchedule::lr); state is untouched.
+  void set_lr(double lr) {
+    detail::require(lr >= 0, "Adam", "lr", lr, ">= 0");
+    opt_.lr = lr;
+  }
+  double lr() const noexcept { return opt_.lr; }
   std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {
     if (params) ensure_state(params);
     std::vector<OptimizerSlot<T>> out{{"exp_avg", detail::state_span(exp_avg_)},

@@ -64,6 +64,13 @@ class OptimizerVariant {
   std::uint64_t steps() const noexcept {
     return std::visit([](const auto& o) { return std::uint64_t(o.steps()); }, held_);
   }
+  /// The held optimiser's learning rate (LrSchedule).
+  void set_lr(double lr) {
+    std::visit([lr](auto& o) { o.set_lr(lr); }, held_);
+  }
+  double lr() const {
+    return std::visit([](const auto& o) { return o.lr(); }, held_);
+  }
   void set_steps(std::uint64_t s) noexcept {
     std::visit([s](auto& o) { o.set_steps(s); }, held_);
   }

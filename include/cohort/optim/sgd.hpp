@@ -86,6 +86,12 @@ class Sgd : public detail::OptimizerBase<Sgd<T, Backend>, Backend> {
   }
 
   const SgdOptions& options() const noexcept { return opt_; }
+  /// The learning rate of the next steps (a schedule's: LrSchedule::lr); state is untouched.
+  void set_lr(double lr) {
+    detail::require(lr >= 0, "SGD", "lr", lr, ">= 0");
+    opt_.lr = lr;
+  }
+  double lr() const noexcept { return opt_.lr; }
   /// State for checkpoints: "momentum_buffer" when momentum is on. Allocates it if missing so
   /// that a checkpoint can be loaded into a fresh optimiser.
   std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {

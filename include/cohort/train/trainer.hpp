@@ -33,6 +33,7 @@
 #include "cohort/core/error.hpp"
 #include "cohort/data/batch_prefetcher.hpp"
 #include "cohort/data/sampler.hpp"
+#include "cohort/optim/lr_schedule.hpp"
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/parallel/policy.hpp"
 #include "cohort/parallel/single_device.hpp"
@@ -88,6 +89,13 @@ struct TrainerOptions {
   /// memory on Cuda, while the current one trains (seed 001's DataLoader with pin_memory and
   /// non_blocking copies). CPU policies ignore it: their threads are all busy with the step.
   bool prefetch = true;
+  /// The learning rate over training (optim/lr_schedule.hpp; empty: the optimiser's own,
+  /// throughout). It is set before every optimiser step from the optimiser's rate at
+  /// construction and the epochs completed, or with `schedule_per_step` the optimiser steps
+  /// taken (torch: scheduler.step() after each epoch, or after each optimizer.step() as
+  /// OneCycleLR is used). Both counts are in checkpoints: a resumed run gets the same rates.
+  LrSchedule lr_schedule{};
+  bool schedule_per_step = false;
 };
 
 /// What one epoch (or the part of it run before max_steps) produced.
@@ -154,7 +162,8 @@ class Trainer {
 
  public:
   explicit Trainer(Opt opt, TrainerOptions options = {})
-      : opt_(std::move(checked(options))), engine_(std::move(opt), engine_options(opt_)) {}
+      : opt_(std::move(checked(options))), base_lr_(schedulable_lr(opt, opt_)),
+        engine_(std::move(opt), engine_options(opt_)) {}
 
   /// The single-device network (SingleDevice policy only; use parameters() otherwise).
   auto& network() noexcept requires requires(engine_type& e) { e.network(); }
@@ -223,6 +232,7 @@ class Trainer {
         r.complete = false;
         break;
       }
+      apply_lr_schedule();
       // One optimiser step: up to k batches (fewer at the end of the epoch).
       const std::size_t group = std::min(k, batches - b);
       double step_loss = 0;
@@ -348,6 +358,28 @@ class Trainer {
   const TrainerState& state() const noexcept { return state_; }
 
  private:
+  /// The optimiser's rate at construction, the base of opt_.lr_schedule (0 when none is set).
+  static double schedulable_lr(const Opt& opt, const TrainerOptions& o) {
+    if (o.lr_schedule.empty()) return 0.0;
+    if constexpr (requires(Opt & x) {
+                    x.set_lr(1.0);
+                    { x.lr() } -> std::convertible_to<double>;
+                  })
+      return double(opt.lr());
+    else
+      throw ValueError("Trainer: a learning-rate schedule needs an optimiser with set_lr() and lr() (Sgd, Adam, "
+                       "Adadelta, OptimizerVariant)");
+  }
+  /// Sets the scheduled rate for the coming optimiser step (on every replica and device).
+  void apply_lr_schedule() {
+    if (opt_.lr_schedule.empty()) return;
+    const double lr = opt_.lr_schedule.lr(base_lr_, opt_.schedule_per_step ? state_.step : state_.epoch);
+    if constexpr (requires(engine_type & e) { e.set_lr(lr); })
+      engine_.set_lr(lr);
+    else if constexpr (requires(Opt & x) { x.set_lr(lr); })
+      engine_.optimizer().set_lr(lr);
+  }
+
   static TrainerOptions&& checked(TrainerOptions& o) {
     if (o.batch_size == 0) throw ValueError("Trainer: batch_size must be at least 1");
     if (o.eval_batch_size == 0) throw ValueError("Trainer: eval_batch_size must be at least 1");
@@ -461,6 +493,7 @@ class Trainer {
   }
 
   TrainerOptions opt_;
+  double base_lr_ = 0; // the optimiser's rate at construction: what the schedule scales
   engine_type engine_;
   TrainerState state_{};
   std::vector<std::size_t> order_;

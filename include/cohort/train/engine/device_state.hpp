@@ -148,6 +148,8 @@ class DeviceReplica {
       state_to_host<Backend>(ctx_, params_, opt_, host, host_opt);
     });
   }
+  /// The device optimiser's learning rate (a schedule's).
+  void set_lr(double lr) { opt_.set_lr(lr); }
   template <class HostParams, class HostOpt>
   void from_host(const HostParams& host, HostOpt& host_opt) {
     activate();
@@ -228,6 +230,11 @@ class DeviceEngineBase {
     return opt_;
   }
   void before_save() { refresh(); }
+  /// A learning-rate schedule's rate: the host optimiser's and every device's (state untouched).
+  void set_lr(double lr) {
+    opt_.set_lr(lr);
+    self().for_each_replica([&](auto& d) { d.set_lr(lr); });
+  }
   /// The host parameters and optimiser state were loaded (or received): every replica takes them.
   void after_load() {
     self().for_each_replica([&](auto& d) { d.from_host(host_, opt_); });
