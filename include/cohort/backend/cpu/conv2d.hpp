@@ -353,7 +353,7 @@ struct ops::Conv2dKernels<Cpu> {
                          workspace<G, T>& ws) {
     constexpr std::size_t S = G::stride, phases = S * S;
     using D0 = cpu::direct::StridedDx<G, 0, 0>;
-    // Packed weights of every phase, back to back; offsets[p] where phase p's start.
+    // Packed weights of every phase, back to back: phase p's start at offsets[p].
     std::size_t offsets[phases + 1] = {}, rows = 0;
     [&]<std::size_t... P>(std::index_sequence<P...>) {
       ((offsets[P + 1] = offsets[P] + cpu::direct::forward_rows<cpu::direct::StridedDx<G, P / S, P % S>>(isa) *
