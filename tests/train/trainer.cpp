@@ -85,6 +85,41 @@ TEST_CASE("Trainer: a different batch size cannot resume in the middle of an epo
                        ValueError);
 }
 
+namespace {
+/// A scheduled run of Trainer<ModelB, Sgd, Policy, Precision> equals the same rates set by hand
+/// before each epoch, bitwise, and differs from the unscheduled run.
+template <class Policy, class Precision>
+void check_schedule_by_hand() {
+  using Net = models::ModelB;
+  using T = Trainer<Net, Sgd<>, Policy, Precision>;
+  const Bands data(100, 1);
+  const LrSchedule schedule = LrSchedule::parse("multistep,milestones=1/2,gamma=0.3");
+  const TrainerOptions plain{.batch_size = 24, .seed = 5, .log = nullptr};
+  TrainerOptions with_schedule = plain;
+  with_schedule.lr_schedule = schedule;
+  const auto weights = [](T& t) {
+    return std::vector<float>(t.parameters().values.begin(), t.parameters().values.end());
+  };
+  T scheduled(Sgd({.lr = 0.05, .momentum = 0.9}), with_schedule);
+  scheduled.fit(data, 3);
+  T by_hand(Sgd({.lr = 0.05, .momentum = 0.9}), plain);
+  for (std::uint64_t e = 0; e < 3; ++e) {
+    by_hand.optimizer().set_lr(schedule.lr(0.05, e));
+    by_hand.fit_epoch(data);
+  }
+  CHECK(weights(scheduled) == weights(by_hand));
+  T unscheduled(Sgd({.lr = 0.05, .momentum = 0.9}), plain);
+  unscheduled.fit(data, 3);
+  CHECK(weights(unscheduled) != weights(scheduled));
+}
+} // namespace
+
+TEST_CASE("Trainer: a learning-rate schedule under ThreadedReplicas and MixedPrecision equals the rates set by hand") {
+  check_schedule_by_hand<ThreadedReplicas<2>, FullPrecision>();
+  check_schedule_by_hand<SingleDevice<>, MixedPrecision<fp16>>();
+  check_schedule_by_hand<ThreadedReplicas<2>, MixedPrecision<bf16>>();
+}
+
 TEST_CASE("Trainer: a learning-rate schedule sets every step's rate, as a hand-written loop would, and resumes "
           "exactly") {
   using Net = models::ModelB; // BatchNorm, SGD momentum: the rate enters the state

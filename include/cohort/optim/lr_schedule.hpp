@@ -72,7 +72,7 @@ struct OneCycleLR {
 namespace detail {
 /// x rounded to double before it is used: keeps a product out of a fused multiply-add (GCC
 /// contracts a*b+c when the target has FMA), since Python rounds every operation.
-inline double rounded(double x) noexcept {
+inline double schedule_rounded(double x) noexcept {
   volatile double v = x;
   return v;
 }
@@ -133,19 +133,20 @@ class LrSchedule {
       const double start = s.start_factor, end = 1.0, total = double(s.warmup);
       lr = base * start;
       for (std::uint64_t e = 1; e <= std::min(t, s.warmup - 1); ++e)
-        lr = lr *
-             (1.0 + (end - start) / (detail::rounded(total * start) + detail::rounded(double(e - 1) * (end - start))));
+        lr = lr * (1.0 + (end - start) / (detail::schedule_rounded(total * start) +
+                                          detail::schedule_rounded(double(e - 1) * (end - start))));
       if (t < s.warmup) return lr;
       // SequentialLR's switch calls step(0): CosineAnnealingLR's closed form at epoch 0.
-      lr = s.eta_min + detail::rounded((base - s.eta_min) * (1.0 + std::cos(0.0 * pi / double(s.t_max))) / 2.0);
+      lr =
+          s.eta_min + detail::schedule_rounded((base - s.eta_min) * (1.0 + std::cos(0.0 * pi / double(s.t_max))) / 2.0);
     }
     const double t_max = double(s.t_max);
     for (std::uint64_t e = 1; e + s.warmup <= t; ++e) {
       if ((std::int64_t(e) - 1 - std::int64_t(s.t_max)) % std::int64_t(2 * s.t_max) == 0)
-        lr = lr + detail::rounded((base - s.eta_min) * (1.0 - std::cos(pi / t_max)) / 2.0);
+        lr = lr + detail::schedule_rounded((base - s.eta_min) * (1.0 - std::cos(pi / t_max)) / 2.0);
       else
-        lr = detail::rounded((1.0 + std::cos(pi * double(e) / t_max)) / (1.0 + std::cos(pi * double(e - 1) / t_max)) *
-                             (lr - s.eta_min)) +
+        lr = detail::schedule_rounded((1.0 + std::cos(pi * double(e) / t_max)) /
+                                      (1.0 + std::cos(pi * double(e - 1) / t_max)) * (lr - s.eta_min)) +
              s.eta_min;
     }
     return lr;
@@ -160,10 +161,10 @@ class LrSchedule {
     struct Phase {
       double end_step, start_lr, end_lr;
     };
-    const double end1 = detail::rounded(s.pct_start * total) - 1.0;
+    const double end1 = detail::schedule_rounded(s.pct_start * total) - 1.0;
     const Phase two[] = {{end1, initial, s.max_lr}, {total - 1.0, s.max_lr, min_lr}};
     const Phase three[] = {{end1, initial, s.max_lr},
-                           {detail::rounded(2.0 * s.pct_start * total) - 2.0, s.max_lr, initial},
+                           {detail::schedule_rounded(2.0 * s.pct_start * total) - 2.0, s.max_lr, initial},
                            {total - 1.0, initial, min_lr}};
     const Phase* phases = s.three_phase ? three : two;
     const std::size_t count = s.three_phase ? 3 : 2;
@@ -173,8 +174,9 @@ class LrSchedule {
       const Phase& p = phases[i];
       if (step <= p.end_step || i + 1 == count) {
         const double pct = (step - start_step) / (p.end_step - start_step);
-        if (s.cosine) return p.end_lr + detail::rounded((p.start_lr - p.end_lr) / 2.0 * (std::cos(pi * pct) + 1.0));
-        return detail::rounded((p.end_lr - p.start_lr) * pct) + p.start_lr;
+        if (s.cosine)
+          return p.end_lr + detail::schedule_rounded((p.start_lr - p.end_lr) / 2.0 * (std::cos(pi * pct) + 1.0));
+        return detail::schedule_rounded((p.end_lr - p.start_lr) * pct) + p.start_lr;
       }
       start_step = p.end_step;
     }
@@ -183,7 +185,7 @@ class LrSchedule {
 };
 
 namespace detail {
-inline std::vector<std::string_view> split(std::string_view s, char sep) {
+inline std::vector<std::string_view> schedule_split(std::string_view s, char sep) {
   std::vector<std::string_view> out;
   std::size_t at = 0;
   while (true) {
@@ -193,7 +195,7 @@ inline std::vector<std::string_view> split(std::string_view s, char sep) {
     at = next + 1;
   }
 }
-inline double parse_double(std::string_view spec, std::string_view key, std::string_view v) {
+inline double schedule_number(std::string_view spec, std::string_view key, std::string_view v) {
   const std::string text(v);
   char* end = nullptr;
   const double d = std::strtod(text.c_str(), &end);
@@ -201,7 +203,7 @@ inline double parse_double(std::string_view spec, std::string_view key, std::str
     throw ValueError(concat("learning-rate schedule \"", spec, "\": ", key, "=", v, " is not a finite number"));
   return d;
 }
-inline std::uint64_t parse_count(std::string_view spec, std::string_view key, std::string_view v) {
+inline std::uint64_t schedule_count(std::string_view spec, std::string_view key, std::string_view v) {
   const std::string text(v);
   char* end = nullptr;
   const unsigned long long n = std::strtoull(text.c_str(), &end, 10);
@@ -213,7 +215,7 @@ inline std::uint64_t parse_count(std::string_view spec, std::string_view key, st
 
 inline LrSchedule LrSchedule::parse(std::string_view spec) {
   if (spec.empty() || spec == "none") return {};
-  const auto parts = detail::split(spec, ',');
+  const auto parts = detail::schedule_split(spec, ',');
   const std::string_view name = parts[0];
   Kind kind;
   if (name == "step")
@@ -234,8 +236,8 @@ inline LrSchedule LrSchedule::parse(std::string_view spec) {
     if (eq == std::string_view::npos)
       throw ValueError(detail::concat("learning-rate schedule \"", spec, "\": \"", parts[i], "\" is not key=value"));
     const std::string_view key = parts[i].substr(0, eq), v = parts[i].substr(eq + 1);
-    const auto num = [&] { return detail::parse_double(spec, key, v); };
-    const auto count = [&] { return detail::parse_count(spec, key, v); };
+    const auto num = [&] { return detail::schedule_number(spec, key, v); };
+    const auto count = [&] { return detail::schedule_count(spec, key, v); };
     bool known = true;
     std::visit(
         [&](auto& s) {
@@ -249,7 +251,8 @@ inline LrSchedule LrSchedule::parse(std::string_view spec) {
               known = false;
           } else if constexpr (std::is_same_v<S, MultiStepLR>) {
             if (key == "milestones")
-              for (const auto m : detail::split(v, '/')) s.milestones.push_back(detail::parse_count(spec, key, m));
+              for (const auto m : detail::schedule_split(v, '/'))
+                s.milestones.push_back(detail::schedule_count(spec, key, m));
             else if (key == "gamma")
               s.gamma = num();
             else
