@@ -171,6 +171,15 @@ class Trainer {
   /// The trained parameters, running statistics and counters (shared by every replica).
   auto& parameters() noexcept { return engine_.parameters(); }
   Opt& optimizer() noexcept { return engine_.optimizer(); }
+  /// The learning rate of the next steps, wherever the optimiser runs: on device engines
+  /// optimizer() is only the host copy, and its set_lr would not reach the devices.
+  void set_lr(double lr) requires requires(Opt& x) { x.set_lr(1.0); }
+  {
+    if constexpr (requires(engine_type & e) { e.set_lr(lr); })
+      engine_.set_lr(lr);
+    else
+      engine_.optimizer().set_lr(lr);
+  }
   engine_type& engine() noexcept { return engine_; }
   const TrainerOptions& options() const noexcept { return opt_; }
   /// This process's rank and the number of processes (1 unless ProcessGroupDDP).
@@ -372,12 +381,10 @@ class Trainer {
   }
   /// Sets the scheduled rate for the coming optimiser step (on every replica and device).
   void apply_lr_schedule() {
-    if (opt_.lr_schedule.empty()) return;
-    const double lr = opt_.lr_schedule.lr(base_lr_, opt_.schedule_per_step ? state_.step : state_.epoch);
-    if constexpr (requires(engine_type & e) { e.set_lr(lr); })
-      engine_.set_lr(lr);
-    else if constexpr (requires(Opt & x) { x.set_lr(lr); })
-      engine_.optimizer().set_lr(lr);
+    // (Without set_lr, a schedule was refused at construction: schedulable_lr.)
+    if constexpr (requires(Opt & x) { x.set_lr(1.0); })
+      if (!opt_.lr_schedule.empty())
+        set_lr(opt_.lr_schedule.lr(base_lr_, opt_.schedule_per_step ? state_.step : state_.epoch));
   }
 
   static TrainerOptions&& checked(TrainerOptions& o) {

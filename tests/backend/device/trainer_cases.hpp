@@ -9,6 +9,7 @@
 
 #include "support/bands.hpp"
 #include "support/device_harness.hpp"
+#include "support/schedule_check.hpp"
 #include "support/trained_weights.hpp"
 
 using namespace cohort;
@@ -52,26 +53,7 @@ TEST_CASE(
 }
 TEST_CASE("device trainer: a learning-rate schedule reaches the device optimiser (the rates set by hand give the "
           "same weights)") {
-  using Net = models::ModelB;
-  const Bands data(100, 1);
-  const LrSchedule schedule = LrSchedule::parse("step,step_size=1,gamma=0.5");
-  const TrainerOptions plain{.batch_size = 24, .seed = 3, .log = nullptr};
-  TrainerOptions with_schedule = plain;
-  with_schedule.lr_schedule = schedule;
-  const auto weights = [](auto& t) {
-    return std::vector<float>(t.parameters().values.begin(), t.parameters().values.end());
-  };
-  Trainer<Net, Sgd<>, SingleDevice<Dev>> scheduled(Sgd({.lr = 0.05, .momentum = 0.9}), with_schedule);
-  scheduled.fit(data, 2);
-  Trainer<Net, Sgd<>, SingleDevice<Dev>> by_hand(Sgd({.lr = 0.05, .momentum = 0.9}), plain);
-  for (std::uint64_t e = 0; e < 2; ++e) {
-    by_hand.engine().set_lr(schedule.lr(0.05, e)); // the host optimiser and the device's
-    by_hand.fit_epoch(data);
-  }
-  CHECK(weights(scheduled) == weights(by_hand)); // bitwise
-  Trainer<Net, Sgd<>, SingleDevice<Dev>> unscheduled(Sgd({.lr = 0.05, .momentum = 0.9}), plain);
-  unscheduled.fit(data, 2);
-  CHECK(weights(unscheduled) != weights(scheduled)); // the rate did reach the device
+  check_schedule_by_hand<SingleDevice<Dev>, FullPrecision>(); // Trainer::set_lr reaches the device's optimiser
 }
 TEST_CASE("device trainer: learns and evaluates (model C, Adam)") {
   const Bands train(600, 2), test(200, 3);

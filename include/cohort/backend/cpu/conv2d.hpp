@@ -353,13 +353,12 @@ struct ops::Conv2dKernels<Cpu> {
                          workspace<G, T>& ws) {
     constexpr std::size_t S = G::stride, phases = S * S;
     using D0 = cpu::direct::StridedDx<G, 0, 0>;
-    // Packed weights of every phase, back to back: phase p's start at offsets[p].
-    std::size_t offsets[phases + 1] = {}, rows = 0;
+    // Packed weights of every phase, back to back: phase p's start at offsets[p]. Every phase
+    // has Cin output rows, so one forward tile (and row count) serves them all.
+    const std::size_t rows = cpu::direct::forward_rows<D0>(isa);
+    std::size_t offsets[phases + 1] = {};
     [&]<std::size_t... P>(std::index_sequence<P...>) {
-      ((offsets[P + 1] = offsets[P] + cpu::direct::forward_rows<cpu::direct::StridedDx<G, P / S, P % S>>(isa) *
-                                          D0::cin * cpu::direct::StridedDx<G, P / S, P % S>::taps),
-       ...);
-      rows = std::max({cpu::direct::forward_rows<cpu::direct::StridedDx<G, P / S, P % S>>(isa)...});
+      ((offsets[P + 1] = offsets[P] + rows * D0::cin * cpu::direct::StridedDx<G, P / S, P % S>::taps), ...);
     }
     (std::make_index_sequence<phases>{});
     ws.packed_t.resize(offsets[phases]);
