@@ -76,6 +76,13 @@ constexpr std::uint64_t dropout(std::uint64_t layer, std::uint64_t step) noexcep
 }
 /// Data shuffling for epoch `epoch`.
 constexpr std::uint64_t shuffle(std::uint64_t epoch) noexcept { return (std::uint64_t{3} << 62) | epoch; }
+/// Data augmentation (data/augment.hpp): transform number `position` (< 256) of the pipeline
+/// applied to dataset sample `sample` (< 2^36) in epoch `epoch` (taken modulo 2^17). Kind 0 with
+/// bit 61 set, so no init, dropout or shuffle stream (kinds 1-3) is ever one of these.
+constexpr std::uint64_t augment(std::uint64_t epoch, std::uint64_t sample, std::uint64_t position) noexcept {
+  return (std::uint64_t{1} << 61) | ((position & 0xFF) << 53) | ((epoch & ((std::uint64_t{1} << 17) - 1)) << 36) |
+         (sample & ((std::uint64_t{1} << 36) - 1));
+}
 } // namespace streams
 
 } // namespace cohort

@@ -11,7 +11,9 @@
 /// network (`FormatError`, naming file, sample and label) and that the images have the
 /// network's height and width (`ShapeError`: the file is a valid IDX file, the network was
 /// built for another size). Pixels are stored normalised, as float, one contiguous sample after
-/// another.
+/// another. Colour images (C channels, CHW) come from `ImageDataset::from_pixels` with one mean
+/// and std per channel (`Normalization::per_channel`, `Normalization::of(bytes, C, H * W)`);
+/// data/cifar.hpp reads CIFAR-10/100 that way.
 
 #include <array>
 #include <cmath>
@@ -22,6 +24,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cohort/core/error.hpp"
 #include "cohort/core/shape.hpp"
@@ -62,12 +65,38 @@ inline IdxFiles find_idx_files(const std::filesystem::path& dir = default_data_d
 }
 
 /// How pixels become network inputs: (pixel / 255 - mean) / std, in float, in that order
-/// (torchvision's ToTensor followed by Normalize, so inputs match PyTorch's bit for bit).
+/// (torchvision's ToTensor followed by Normalize, so inputs match PyTorch's bit for bit). One
+/// mean and std for every channel (the scalar form), or one per channel of CHW images:
 ///
-///     Normalization n = Normalization::of(read_idx(images_path, idx_images_magic));
+///     Normalization n = Normalization::of(read_idx(images_path, idx_images_magic));   // scalar
+///     Normalization rgb = Normalization::per_channel({0.4914f, 0.4822f, 0.4465f}, {0.247f, 0.243f, 0.261f});
 struct Normalization {
   float mean = 0.f;
   float std = 1.f;
+  /// Channel c of a CHW image uses channel_mean[c] and channel_std[c] (torchvision's
+  /// Normalize(mean=[...], std=[...])); empty: `mean` and `std` for every channel.
+  std::vector<float> channel_mean{};
+  std::vector<float> channel_std{};
+
+  /// C means and C standard deviations (ValueError if the counts differ or are 0).
+  static Normalization per_channel(std::vector<float> means, std::vector<float> stds) {
+    if (means.empty() || means.size() != stds.size())
+      throw ValueError(detail::concat("Normalization::per_channel: expected as many stds as means (at least one), got ",
+                                      means.size(), " means and ", stds.size(), " stds"));
+    Normalization n;
+    n.channel_mean = std::move(means);
+    n.channel_std = std::move(stds);
+    return n;
+  }
+
+  /// The number of channels this normalisation is for; 0 for the scalar form (any number).
+  std::size_t channels() const noexcept { return channel_mean.size(); }
+  float mean_of(std::size_t channel) const noexcept {
+    return channel_mean.empty() ? mean : channel_mean[channel < channel_mean.size() ? channel : 0];
+  }
+  float std_of(std::size_t channel) const noexcept {
+    return channel_std.empty() ? std : channel_std[channel < channel_std.size() ? channel : 0];
+  }
 
   /// The mean and (population) standard deviation of pixel / 255 over every byte of `pixels`:
   /// what a trainer normalises both splits with. A constant image set gets std 1, so that
@@ -77,9 +106,60 @@ struct Normalization {
     // A histogram makes the sums exact (integers) and the pass cheap.
     std::array<std::uint64_t, 256> count{};
     for (const auto p : pixels) ++count[p];
-    const double n = double(pixels.size());
-    double mean = 0;
-    for (std::size_t v = 0; v < 256; ++v) mean += double(count[v]) * (double(v) / 255.0);
+    return from_histogram(count);
+  }
+  static Normalization of(const IdxArray& images) { return of(std::span<const std::uint8_t>(images.values)); }
+
+  /// Per-channel statistics of (N, C, H, W) bytes, `plane` = H * W: channel c's mean and
+  /// standard deviation over the N * plane bytes of that channel, each as of() computes them
+  /// (torchvision recipes' per-channel mean/std of the training set). ShapeError if the bytes
+  /// are not whole images.
+  static Normalization of(std::span<const std::uint8_t> pixels, std::size_t channels, std::size_t plane) {
+    if (channels == 0 || plane == 0 || pixels.size() % (channels * plane) != 0)
+      throw ShapeError(detail::concat("Normalization::of: ", pixels.size(), " bytes are not whole images of ", channels,
+                                      " channel(s) x ", plane, " pixels"));
+    std::vector<std::array<std::uint64_t, 256>> count(channels, std::array<std::uint64_t, 256>{});
+    for (std::size_t i = 0; i < pixels.size(); ++i) ++count[(i / plane) % channels][pixels[i]];
+    std::vector<float> means(channels), stds(channels);
+    for (std::size_t c = 0; c < channels; ++c) {
+      const Normalization one = pixels.empty() ? Normalization{} : from_histogram(count[c]);
+      means[c] = one.mean;
+      stds[c] = one.std;
+    }
+    return per_channel(std::move(means), std::move(stds));
+  }
+
+  /// The 256 possible inputs of channel `channel`, indexed by pixel value. ValueError for a
+  /// channel this normalisation does not have, or a non-finite mean or std <= 0.
+  std::array<float, 256> table(std::size_t channel = 0) const {
+    if (channel_mean.size() != channel_std.size() || (!channel_mean.empty() && channel >= channel_mean.size()))
+      throw ValueError(detail::concat("Normalization: no statistics for channel ", channel, " (", channel_mean.size(),
+                                      " means, ", channel_std.size(), " stds)"));
+    const float m = mean_of(channel), s = std_of(channel);
+    if (!std::isfinite(m) || !std::isfinite(s) || !(s > 0))
+      throw ValueError(detail::concat("Normalization: std must be positive and finite, mean finite; got mean ", m,
+                                      ", std ", s,
+                                      channel_mean.empty() ? "" : detail::concat(" (channel ", channel, ")")));
+    std::array<float, 256> t{};
+    for (std::size_t v = 0; v < 256; ++v) t[v] = (float(v) / 255.f - m) / s;
+    return t;
+  }
+
+  /// Pixel value `pixel` of channel `channel` as the network sees it: table(channel)[pixel]. A
+  /// raw 0 pixel (torchvision's padding fill) is normalized(0, c) = -mean_c / std_c, not 0.
+  float normalized(std::uint8_t pixel, std::size_t channel = 0) const {
+    const float m = mean_of(channel), s = std_of(channel);
+    return (float(pixel) / 255.f - m) / s;
+  }
+
+ private:
+  static Normalization from_histogram(const std::array<std::uint64_t, 256>& count) {
+    double n = 0, mean = 0;
+    for (std::size_t v = 0; v < 256; ++v) {
+      n += double(count[v]);
+      mean += double(count[v]) * (double(v) / 255.0);
+    }
+    if (n == 0) return {};
     mean /= n;
     double var = 0;
     for (std::size_t v = 0; v < 256; ++v) {
@@ -88,17 +168,6 @@ struct Normalization {
     }
     const double sd = std::sqrt(var / n);
     return {float(mean), sd > 0 ? float(sd) : 1.f};
-  }
-  static Normalization of(const IdxArray& images) { return of(std::span<const std::uint8_t>(images.values)); }
-
-  /// The 256 possible inputs, indexed by pixel value.
-  std::array<float, 256> table() const {
-    if (!std::isfinite(mean) || !std::isfinite(std) || !(std > 0))
-      throw ValueError(detail::concat("Normalization: std must be positive and finite, mean finite; got mean ", mean,
-                                      ", std ", std));
-    std::array<float, 256> t{};
-    for (std::size_t v = 0; v < 256; ++v) t[v] = (float(v) / 255.f - mean) / std;
-    return t;
   }
 };
 
@@ -174,6 +243,9 @@ class ImageDataset {
                                          unsigned(labels.values[i]), ", expected a class in [0, ", num_classes, ")"));
       y[i] = labels.values[i];
     }
+    if (norm.channels() > 1)
+      throw ValueError(detail::concat(images.path.string(), ": IDX images have one channel, the normalisation has ",
+                                      norm.channels()));
     const auto table = norm.table();
     HostBuffer<float> x(images.values.size());
     for (std::size_t i = 0; i < images.values.size(); ++i) x[i] = table[images.values[i]];
@@ -182,6 +254,31 @@ class ImageDataset {
     d.labels_ = std::move(y);
     d.classes_ = num_classes;
     return d;
+  }
+
+  /// Builds the dataset from bytes in memory: `pixels` holds N images of InputShape (C, H, W),
+  /// row-major, channel after channel (a CIFAR record's layout), `labels` their N classes.
+  /// Channel c is normalised with norm's channel c (or its scalar form). ShapeError if the
+  /// sizes disagree, ValueError if the normalisation has another channel count or a label is
+  /// not a class.
+  ///
+  ///     auto d = ImageDataset<Shape<3, 32, 32>>::from_pixels(bytes, std::move(labels), 10, norm);
+  static ImageDataset from_pixels(std::span<const std::uint8_t> pixels, HostBuffer<std::int32_t> labels,
+                                  std::size_t num_classes, const Normalization& norm) {
+    static_assert(InputShape::rank == 3, "ImageDataset::from_pixels: the network input must be Shape<C, H, W>");
+    constexpr std::size_t C = InputShape::extents[0], plane = InputShape::extents[1] * InputShape::extents[2];
+    if (pixels.size() != labels.size() * InputShape::size)
+      throw ShapeError(detail::concat("ImageDataset: ", labels.size(), " labels need ",
+                                      labels.size() * InputShape::size, " bytes of images (", InputShape::str(),
+                                      " each), found ", pixels.size()));
+    if (norm.channels() != 0 && norm.channels() != C)
+      throw ValueError(detail::concat("ImageDataset: the images have ", C, " channel(s) (", InputShape::str(),
+                                      "), the normalisation has ", norm.channels()));
+    std::vector<std::array<float, 256>> tables;
+    for (std::size_t c = 0; c < C; ++c) tables.push_back(norm.table(c));
+    HostBuffer<float> x(pixels.size());
+    for (std::size_t i = 0; i < pixels.size(); ++i) x[i] = tables[(i / plane) % C][pixels[i]];
+    return ImageDataset(std::move(x), std::move(labels), num_classes);
   }
 
   std::size_t size() const noexcept { return labels_.size(); }
