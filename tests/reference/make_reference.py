@@ -269,6 +269,22 @@ OPTIMIZERS = {
     "adam_amsgrad_wd": (torch.optim.Adam, dict(lr=0.01, betas=(0.8, 0.99), eps=1e-7, weight_decay=0.1, amsgrad=True)),
     "adadelta_default": (torch.optim.Adadelta, dict()),
     "adadelta_custom": (torch.optim.Adadelta, dict(lr=0.5, rho=0.95, eps=1e-5, weight_decay=0.05)),
+    "adamw_default": (torch.optim.AdamW, dict()),
+    "adamw_amsgrad": (torch.optim.AdamW, dict(lr=0.01, betas=(0.8, 0.99), eps=1e-7, weight_decay=0.1, amsgrad=True)),
+    "rmsprop_default": (torch.optim.RMSprop, dict()),
+    "rmsprop_momentum_wd": (torch.optim.RMSprop, dict(lr=0.01, alpha=0.9, eps=1e-6, weight_decay=0.05, momentum=0.9)),
+    "rmsprop_centered": (torch.optim.RMSprop, dict(lr=0.01, centered=True)),
+    "rmsprop_centered_momentum": (torch.optim.RMSprop, dict(lr=0.005, alpha=0.95, momentum=0.8, centered=True,
+                                                            weight_decay=0.01)),
+}
+
+# Parameter groups and gradient clipping: the 37 parameters as three tensors [0, 20), [20, 30),
+# [30, 37); the middle one in a second group without weight decay and at lr_scale times the rate;
+# clip_grad_norm_(max_norm) before every step (its returned norm saved as "normN").
+GROUP_CASES = {
+    "sgd_groups_clip": (torch.optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4), 0.5, 4.0),
+    "adamw_groups_clip": (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.05), 2.0, 3.0),
+    "rmsprop_groups_clip": (torch.optim.RMSprop, dict(lr=0.01, momentum=0.9, weight_decay=0.01), 0.25, 5.0),
 }
 
 
@@ -298,6 +314,23 @@ def make_optimizers(out):
                 else:
                     tensors[f"state{s + 1}.{key}"] = t2n(value)
         save(out, "optim_" + name, tensors, {"optimizer": cls.__name__, "options": kw})
+    cuts = [0, 20, 30, 37]
+    for name, (cls, kw, lr_scale, max_norm) in GROUP_CASES.items():
+        ps = [torch.nn.Parameter(torch.from_numpy(p0[a:b].copy())) for a, b in zip(cuts, cuts[1:])]
+        opt = cls([{"params": [ps[0], ps[2]]}, {"params": [ps[1]], "weight_decay": 0.0, "lr": kw["lr"] * lr_scale}],
+                  foreach=False, **kw)
+        tensors = {"p0": p0}
+        for s in range(3):
+            for p, a, b in zip(ps, cuts, cuts[1:]):
+                p.grad = torch.from_numpy(grads[s][a:b].copy())
+            norm = torch.nn.utils.clip_grad_norm_(ps, max_norm, foreach=False)
+            opt.step()
+            tensors[f"g{s + 1}"] = grads[s]
+            tensors[f"norm{s + 1}"] = np.array([float(norm)], dtype=np.float64)
+            tensors[f"clipped{s + 1}"] = np.concatenate([t2n(p.grad) for p in ps])
+            tensors[f"p{s + 1}"] = np.concatenate([t2n(p) for p in ps])
+        save(out, "optim_" + name, tensors, {"optimizer": cls.__name__, "options": kw, "lr_scale": lr_scale,
+                                             "max_norm": max_norm, "cuts": cuts})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -433,17 +466,18 @@ def make_resnet(out, batch=8, seed=0):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+    ap.add_argument("--only", nargs="*", choices=["layers", "blocks", "losses", "optimizers", "models", "resnet"],
+                    help="write only these groups of fixtures")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(0)
-    make_layers(args.out)
-    make_blocks(args.out)
-    make_losses(args.out)
-    make_optimizers(args.out)
-    make_models(args.out)
-    make_resnet(args.out)
+    makers = {"layers": make_layers, "blocks": make_blocks, "losses": make_losses, "optimizers": make_optimizers,
+              "models": make_models, "resnet": make_resnet}
+    for key, make in makers.items():
+        if not args.only or key in args.only:
+            make(args.out)
     print(f"wrote fixtures to {args.out}")
 
 

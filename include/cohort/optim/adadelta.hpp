@@ -30,10 +30,13 @@ struct AdadeltaOptions {
 template <class T>
 struct AdadeltaRule {
   T lr, rho, one_minus_rho, eps, weight_decay;
+  /// Gradient clipping's factor (StepSettings::max_grad_norm), 1 without.
+  T grad_scale = T(1);
 
   /// V is the element type or a vector of them.
   template <class V>
   COHORT_RULE void operator()(V& p, V g, V& square_avg, V& acc_delta) const {
+    if (grad_scale != T(1)) g = g * grad_scale;
     if (weight_decay != T(0)) g = g + weight_decay * p;
     square_avg = square_avg * rho + one_minus_rho * g * g;
     const V std_ = cpu::vsqrt(square_avg + eps);
@@ -66,9 +69,13 @@ class Adadelta : public detail::OptimizerBase<Adadelta<T, Backend>, Backend> {
   void step(std::span<T> params, std::span<const T> grads) {
     detail::check_sizes("Adadelta", params.size(), grads.size(), square_avg_.size());
     ensure_state(params.size());
-    const AdadeltaRule<T> rule{T(opt_.lr), T(opt_.rho), T(1 - opt_.rho), T(opt_.eps), T(opt_.weight_decay)};
-    ops::ElementwiseKernels<Backend>::apply_rule(this->context(), rule, params.size(), params.data(), grads.data(),
-                                                 square_avg_.data(), acc_delta_.data());
+    const T clip = this->clip_coefficient(std::span<const T>(grads));
+    this->for_each_group(
+        params.size(), opt_.weight_decay, [&](std::size_t at, std::size_t n, double lr_scale, double wd) {
+          const AdadeltaRule<T> rule{T(opt_.lr * lr_scale), T(opt_.rho), T(1 - opt_.rho), T(opt_.eps), T(wd), clip};
+          ops::ElementwiseKernels<Backend>::apply_rule(this->context(), rule, n, params.data() + at, grads.data() + at,
+                                                       square_avg_.data() + at, acc_delta_.data() + at);
+        });
     ++this->steps_;
   }
 

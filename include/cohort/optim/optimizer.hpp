@@ -9,9 +9,11 @@
 /// element functions (host and device), in the same operation order as PyTorch's single-tensor
 /// implementations, so results agree with torch.optim to float rounding.
 
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -20,7 +22,9 @@
 
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/cpu/thread_pool.hpp"
+#include "cohort/backend/ops.hpp"
 #include "cohort/core/error.hpp"
+#include "cohort/optim/parameter_groups.hpp"
 
 namespace cohort {
 
@@ -29,6 +33,17 @@ template <class T>
 struct OptimizerSlot {
   std::string name;
   std::span<T> values;
+};
+
+/// What an optimiser does around its update rule, the same for every optimiser: parameter groups
+/// (optim/parameter_groups.hpp) and clipping the gradients by their global norm
+/// (torch.nn.utils.clip_grad_norm_ before optimizer.step()). Device engines copy them from the
+/// host optimiser to each device's.
+struct StepSettings {
+  /// Empty: one group, the optimiser's own settings.
+  std::vector<ParameterGroup> groups{};
+  /// > 0: gradients are scaled by min(1, max_grad_norm / (norm + 1e-6)) before the update.
+  double max_grad_norm = 0;
 };
 
 /// An optimiser over flat parameter and gradient arrays.
@@ -84,9 +99,62 @@ class OptimizerBase {
   void set_context(const typename Backend::context& ctx) { ctx_ = ctx; }
   typename Backend::context& context() noexcept { return ctx_; }
 
+  /// Treat runs of the parameter array differently (parameter_groups<Net>(rule)); empty: one
+  /// group with the optimiser's settings. Checked here, and against the array at each step.
+  void set_parameter_groups(std::vector<ParameterGroup> groups) {
+    check_parameter_groups(Derived::name.data(), groups);
+    settings_.groups = std::move(groups);
+  }
+  /// Clip the gradients to global L2 norm `max_norm` before each update (0: no clipping), as
+  /// torch.nn.utils.clip_grad_norm_(params, max_norm) right before optimizer.step(). The
+  /// engines step on the gradients after they are summed over replicas and ranks and, under
+  /// fp16, unscaled: every replica and rank sees the same norm and clips alike.
+  void set_max_grad_norm(double max_norm) {
+    if (!(max_norm >= 0) || !std::isfinite(max_norm))
+      throw ValueError(concat(Derived::name, ": invalid max_grad_norm: ", max_norm, " (expected a finite value >= 0)"));
+    settings_.max_grad_norm = max_norm;
+  }
+  const StepSettings& step_settings() const noexcept { return settings_; }
+  void set_step_settings(const StepSettings& s) {
+    set_parameter_groups(s.groups);
+    set_max_grad_norm(s.max_grad_norm);
+  }
+  /// The global gradient norm of the last step, before clipping (NaN when clipping is off or no
+  /// step was taken): what clip_grad_norm_ returns.
+  double last_grad_norm() const noexcept { return last_grad_norm_; }
+  void set_last_grad_norm(double n) noexcept { last_grad_norm_ = n; }
+
  protected:
+  /// The factor on every gradient of this step: 1 without clipping, else torch's
+  /// clamp(max_norm / (norm + 1e-6), max=1), in float as torch computes it on float tensors.
+  template <class T>
+  T clip_coefficient(std::span<const T> grads) {
+    if (settings_.max_grad_norm == 0) return T(1);
+    last_grad_norm_ = std::sqrt(ops::ElementwiseKernels<Backend>::sum_of_squares(ctx_, grads.data(), grads.size()));
+    // torch: max_norm / (norm + 1e-6) on a float tensor is (norm + 1e-6).reciprocal() * max_norm
+    const T coef = (T(1) / (T(last_grad_norm_) + T(1e-6))) * T(settings_.max_grad_norm);
+    return coef < T(1) ? coef : T(1); // NaN norm: NaN coefficient, NaN update (torch's default)
+  }
+  /// f(offset, size, lr_scale, weight_decay) for each parameter group of an n-element array
+  /// (`weight_decay`: the optimiser's, for groups that keep it).
+  template <class F>
+  void for_each_group(std::size_t n, double weight_decay, F&& f) const {
+    if (settings_.groups.empty()) {
+      f(std::size_t{0}, n, 1.0, weight_decay);
+      return;
+    }
+    const ParameterGroup& last = settings_.groups.back();
+    if (last.offset + last.size != n)
+      throw ShapeError(concat(Derived::name, ": parameter groups cover ", last.offset + last.size,
+                              " parameters, step() got ", n, " (groups built for another network?)"));
+    for (const ParameterGroup& g : settings_.groups)
+      f(g.offset, g.size, g.settings.lr_scale, g.settings.weight_decay.value_or(weight_decay));
+  }
+
   std::uint64_t steps_ = 0;
   typename Backend::context ctx_{};
+  StepSettings settings_{};
+  double last_grad_norm_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// A flat optimiser state array as a span (HostBuffer and DeviceBuffer alike); device memory for

@@ -71,6 +71,19 @@ class OptimizerVariant {
   double lr() const {
     return std::visit([](const auto& o) { return o.lr(); }, held_);
   }
+  /// The held optimiser's parameter groups and gradient clipping (StepSettings).
+  void set_parameter_groups(std::vector<ParameterGroup> groups) {
+    std::visit([&](auto& o) { o.set_parameter_groups(std::move(groups)); }, held_);
+  }
+  void set_max_grad_norm(double max_norm) {
+    std::visit([max_norm](auto& o) { o.set_max_grad_norm(max_norm); }, held_);
+  }
+  const StepSettings& step_settings() const noexcept {
+    return std::visit([](const auto& o) -> const StepSettings& { return o.step_settings(); }, held_);
+  }
+  double last_grad_norm() const noexcept {
+    return std::visit([](const auto& o) { return o.last_grad_norm(); }, held_);
+  }
   void set_steps(std::uint64_t s) noexcept {
     std::visit([s](auto& o) { o.set_steps(s); }, held_);
   }

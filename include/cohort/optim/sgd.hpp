@@ -34,10 +34,13 @@ template <class T>
 struct SgdRule {
   T lr, momentum, one_minus_dampening, weight_decay;
   bool nesterov, first_step;
+  /// Gradient clipping's factor (StepSettings::max_grad_norm), 1 without.
+  T grad_scale = T(1);
 
   /// With a momentum buffer.
   template <class V>
   COHORT_RULE void operator()(V& p, V g, V& buf) const {
+    if (grad_scale != T(1)) g = g * grad_scale;
     if (weight_decay != T(0)) g = g + weight_decay * p;
     buf = first_step ? g : buf * momentum + one_minus_dampening * g;
     g = nesterov ? g + momentum * buf : buf;
@@ -46,6 +49,7 @@ struct SgdRule {
   /// Without momentum.
   template <class V>
   COHORT_RULE void operator()(V& p, V g) const {
+    if (grad_scale != T(1)) g = g * grad_scale;
     if (weight_decay != T(0)) g = g + weight_decay * p;
     p = p + (-lr) * g;
   }
@@ -75,13 +79,17 @@ class Sgd : public detail::OptimizerBase<Sgd<T, Backend>, Backend> {
     detail::check_sizes("SGD", params.size(), grads.size(), momentum_.size());
     const bool first = this->steps_ == 0;
     if (opt_.momentum != 0 && momentum_.size() == 0) momentum_.resize(params.size());
-    const SgdRule<T> rule{T(opt_.lr),           T(opt_.momentum), T(1 - opt_.dampening),
-                          T(opt_.weight_decay), opt_.nesterov,    first};
-    using K = ops::ElementwiseKernels<Backend>;
-    if (opt_.momentum != 0)
-      K::apply_rule(this->context(), rule, params.size(), params.data(), grads.data(), momentum_.data());
-    else // PyTorch's SGD without momentum ignores dampening: the two-argument rule
-      K::apply_rule(this->context(), rule, params.size(), params.data(), grads.data());
+    const T clip = this->clip_coefficient(std::span<const T>(grads));
+    this->for_each_group(
+        params.size(), opt_.weight_decay, [&](std::size_t at, std::size_t n, double lr_scale, double wd) {
+          const SgdRule<T> rule{
+              T(opt_.lr * lr_scale), T(opt_.momentum), T(1 - opt_.dampening), T(wd), opt_.nesterov, first, clip};
+          using K = ops::ElementwiseKernels<Backend>;
+          if (opt_.momentum != 0)
+            K::apply_rule(this->context(), rule, n, params.data() + at, grads.data() + at, momentum_.data() + at);
+          else // PyTorch's SGD without momentum ignores dampening: the two-argument rule
+            K::apply_rule(this->context(), rule, n, params.data() + at, grads.data() + at);
+        });
     ++this->steps_;
   }
 

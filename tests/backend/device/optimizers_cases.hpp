@@ -62,7 +62,54 @@ void check_fixture_steps(DevOpt opt, const std::string& name) {
   }
   CHECK(opt.steps() == 3);
 }
+/// torch's param_groups and clip_grad_norm_ (the "*_groups_clip" fixtures; optimizers.cpp says
+/// how they are cut) on the device: the norm is the device's reduction, the update its kernels.
+template <class DevOpt>
+void check_fixture_groups_and_clipping(DevOpt opt, const std::string& name, double lr_scale, double max_norm) {
+  const auto f = fixture("optim_" + name);
+  opt.set_parameter_groups({{0, 20, {}}, {20, 10, {.lr_scale = lr_scale, .weight_decay = 0.0}}, {30, 7, {}}});
+  opt.set_max_grad_norm(max_norm);
+  const auto p0 = f.values<float>("p0");
+  const std::size_t n = p0.size();
+  DeviceBuffer<float> pd, gd;
+  pd.assign_from_host(p0.data(), n);
+  for (int s = 1; s <= 3; ++s) {
+    const std::string at = name + " step " + std::to_string(s);
+    const auto g = f.values<float>("g" + std::to_string(s));
+    gd.assign_from_host(g.data(), n);
+    opt.step(std::span<float>(pd.data(), n), std::span<const float>(gd.data(), n));
+    CHECK_MESSAGE(opt.last_grad_norm() ==
+                      doctest::Approx(f.values<double>("norm" + std::to_string(s))[0]).epsilon(1e-6),
+                  at); // as on the CPU (measured 5.6e-8)
+    COHORT_CHECK_CLOSE(pd.to_host(), f.values<float>("p" + std::to_string(s)), 1e-6, at);
+  }
+}
 } // namespace
+
+TEST_CASE("device optimisers: AdamW and RMSprop match torch.optim over 3 steps, state included") {
+  check_fixture_steps(AdamW<float, Dev>(AdamWOptions{}), "adamw_default");
+  check_fixture_steps(
+      AdamW<float, Dev>({.lr = 0.01, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-7, .weight_decay = 0.1, .amsgrad = true}),
+      "adamw_amsgrad");
+  check_fixture_steps(RmsProp<float, Dev>(RmsPropOptions{}), "rmsprop_default");
+  check_fixture_steps(
+      RmsProp<float, Dev>({.lr = 0.01, .alpha = 0.9, .eps = 1e-6, .weight_decay = 0.05, .momentum = 0.9}),
+      "rmsprop_momentum_wd");
+  check_fixture_steps(RmsProp<float, Dev>({.lr = 0.01, .centered = true}), "rmsprop_centered");
+  check_fixture_steps(
+      RmsProp<float, Dev>({.lr = 0.005, .alpha = 0.95, .weight_decay = 0.01, .momentum = 0.8, .centered = true}),
+      "rmsprop_centered_momentum");
+}
+
+TEST_CASE("device optimisers: parameter groups and gradient clipping match torch's over 3 steps") {
+  check_fixture_groups_and_clipping(
+      Sgd<float, Dev>({.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true}), "sgd_groups_clip", 0.5,
+      4.0);
+  check_fixture_groups_and_clipping(AdamW<float, Dev>({.lr = 0.01, .weight_decay = 0.05}), "adamw_groups_clip", 2.0,
+                                    3.0);
+  check_fixture_groups_and_clipping(RmsProp<float, Dev>({.lr = 0.01, .weight_decay = 0.01, .momentum = 0.9}),
+                                    "rmsprop_groups_clip", 0.25, 5.0);
+}
 
 TEST_CASE("device optimisers: SGD, Adam and Adadelta match torch.optim over 3 steps, state included") {
   check_fixture_steps(Sgd<float, Dev>({.lr = 0.1}), "sgd_plain");

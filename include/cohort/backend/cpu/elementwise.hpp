@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/cpu/elementwise_apply.hpp"
@@ -105,6 +106,27 @@ struct ops::ElementwiseKernels<Cpu> {
       cpu::apply_elementwise(ctx.threads(), rule, n, p, g, state...);
     else
       for (std::size_t i = 0; i < n; ++i) rule(p[i], g[i], state[i]...);
+  }
+
+  /// Sum of x[i]^2 in double: fixed blocks of `norm_block` elements, each summed in order, then
+  /// the block sums in order, so the result does not depend on the thread count (gradient
+  /// clipping must clip alike on every replica and rank).
+  static constexpr std::size_t norm_block = 4096;
+  template <class T>
+  static double sum_of_squares(CpuContext& ctx, const T* x, std::size_t n) {
+    const std::size_t blocks = (n + norm_block - 1) / norm_block;
+    std::vector<double> partial(blocks, 0.0);
+    ctx.threads().parallel_for(blocks, grain / norm_block, [x, n, p = partial.data()](std::size_t lo, std::size_t hi) {
+      for (std::size_t b = lo; b < hi; ++b) {
+        double s = 0;
+        for (std::size_t i = b * norm_block, e = std::min(n, i + norm_block); i < e; ++i)
+          s += double(x[i]) * double(x[i]);
+        p[b] = s;
+      }
+    });
+    double total = 0;
+    for (const double s : partial) total += s;
+    return total;
   }
 
   /// y[u, j] = x[u, j] * mask[u]: a per-unit mask broadcast over `unit_size` elements.

@@ -81,6 +81,9 @@ struct ScaleBy {
   COHORT_HOST_DEVICE float operator()(float x) const { return x * factor; }
 };
 /// An optimiser's element rule at index i, with K state arrays.
+struct SquareAsDouble {
+  COHORT_HOST_DEVICE double operator()(float x) const { return double(x) * double(x); }
+};
 template <class Rule, class T, std::size_t K>
 struct ApplyRule {
   Rule rule;
@@ -160,6 +163,12 @@ struct ElementwiseKernels {
       return false;
     thrust::transform(ctx.policy(), g, g + n, g, detail::ScaleBy{factor});
     return true;
+  }
+
+  /// Sum of g[i]^2 in double (gradient clipping). One reduction: the same on every device
+  /// that reduces the same gradients the same way.
+  static double sum_of_squares(context& ctx, const float* g, std::size_t n) {
+    return thrust::transform_reduce(ctx.policy(), g, g + n, detail::SquareAsDouble{}, 0.0, thrust::plus<double>{});
   }
 
   template <class T>
