@@ -120,6 +120,17 @@ template <class Backend>
 struct ActivationKernels {
   static_assert(detail::missing_backend<Backend>, "cohort: this backend has no activation kernels; include its header");
 };
+/// The terms CrossEntropyLoss adds to plain cross-entropy (torch's label_smoothing and weight),
+/// for SoftmaxKernels' weighted cross_entropy: the summed loss
+/// (1 - eps) * sum_n w[y_n] * -logp[n, y_n] + (eps / C) * sum_n sum_c w[c] * -logp[n, c],
+/// divided by `denominator`.
+struct CrossEntropyTerms {
+  double smoothing = 0;           // eps in [0, 1]
+  const float* weights = nullptr; // one per class, in host memory; null: every class weighs 1
+  double weight_sum = 0;          // sum_c w[c] (C without weights)
+  double denominator = 1;         // the batch's weight total, or a larger batch's (split batches)
+};
+
 /// Row-wise log-softmax and the classification losses.
 template <class Backend>
 struct SoftmaxKernels {

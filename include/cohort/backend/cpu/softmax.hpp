@@ -74,6 +74,40 @@ struct ops::SoftmaxKernels<Cpu> {
     return sum / double(rows);
   }
 
+  /// Cross-entropy with torch's label smoothing and class weights (ops::CrossEntropyTerms):
+  /// returns the summed loss / t.denominator; grad = d loss / d x times `grad_scale`, row n
+  /// being (softmax * a_n - target_n) / denominator with a_n = (1 - eps) w[y_n] + (eps / C) sum_c w[c]
+  /// and target_n[c] = (1 - eps) w[y_n] [c == y_n] + (eps / C) w[c].
+  template <class T, class L>
+  static double cross_entropy(CpuContext& ctx, const T* x, const std::int32_t* labels, std::size_t rows,
+                              std::size_t cols, L* logp, T* grad, double grad_scale, const ops::CrossEntropyTerms& t) {
+    using A = accumulator_t<T>;
+    log_softmax_forward(ctx, x, logp, rows, cols);
+    const double eps = t.smoothing, eps_c = eps / double(cols);
+    const auto weight = [&](std::size_t c) { return t.weights ? double(t.weights[c]) : 1.0; };
+    // torch: (1 - eps) * nll_loss(logp, y, w) + (eps / C) * sum_n sum_c w[c] * -logp[n, c] / W
+    double picked = 0, smooth = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::size_t y = std::size_t(labels[r]);
+      picked -= weight(y) * double(A(logp[r * cols + y]));
+      if (eps != 0)
+        for (std::size_t c = 0; c < cols; ++c) smooth -= weight(c) * double(A(logp[r * cols + c]));
+    }
+    if (grad) {
+      const A s = A(grad_scale / t.denominator), keep = A(1 - eps), spread = A(eps_c);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t y = std::size_t(labels[r]);
+        const A wy = A(weight(y));
+        const A a = keep * wy + spread * A(t.weight_sum);
+        for (std::size_t c = 0; c < cols; ++c) {
+          const A target = spread * A(weight(c)) + (c == y ? keep * wy : A(0));
+          grad[r * cols + c] = T((std::exp(A(logp[r * cols + c])) * a - target) * s);
+        }
+      }
+    }
+    return (1 - eps) * (picked / t.denominator) + (smooth / t.denominator) * eps_c;
+  }
+
  private:
   template <class T, class U>
   static void log_softmax_row(const T* x, U* y, std::size_t cols) {

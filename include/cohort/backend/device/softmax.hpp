@@ -17,6 +17,7 @@
 #include "cohort/backend/device/device_buffer.hpp"
 #include "cohort/backend/device/for_each_index.hpp"
 #include "cohort/backend/device/math.hpp"
+#include "cohort/backend/ops.hpp"
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/macros.hpp"
 
@@ -90,16 +91,63 @@ struct CrossEntropyGrad {
   }
 };
 
-/// The labels of the current loss call on the context's device: per thread and per device (a
-/// replica thread may drive another device on a later call).
-template <class Context>
-const std::int32_t* device_labels(const Context& ctx, const std::int32_t* host, std::size_t n) {
-  thread_local std::map<int, DeviceBuffer<std::int32_t>> by_device;
+/// Weighted, smoothed cross-entropy's two sums (ops::CrossEntropyTerms), per row in double:
+/// w[y] * -logp[r, y] (`smooth` false), or sum_c w[c] * -logp[r, c] (`smooth` true).
+template <class L>
+struct WeightedRowLoss {
+  const L* logp;
+  const std::int32_t* labels;
+  const float* weights; // device memory; null: all 1
+  std::size_t cols;
+  bool smooth;
+  COHORT_HOST_DEVICE double operator()(std::size_t r) const {
+    using A = accumulator_t<L>;
+    const L* row = logp + r * cols;
+    if (!smooth) {
+      const std::size_t y = std::size_t(labels[r]);
+      return -(weights ? double(weights[y]) : 1.0) * double(A(row[y]));
+    }
+    double sum = 0;
+    for (std::size_t c = 0; c < cols; ++c) sum -= (weights ? double(weights[c]) : 1.0) * double(A(row[c]));
+    return sum;
+  }
+};
+/// Its gradient: (softmax * a_r - target_r) * s, as the CPU kernel computes it.
+template <class T, class L>
+struct WeightedCrossEntropyGrad {
+  const L* logp;
+  const std::int32_t* labels;
+  const float* weights;
+  std::size_t cols;
+  accumulator_t<T> s, keep, spread, weight_sum; // grad_scale / D, 1 - eps, eps / C, sum_c w[c]
+  T* grad;
+  COHORT_HOST_DEVICE void operator()(std::size_t i) const {
+    using A = accumulator_t<T>;
+    const std::size_t y = std::size_t(labels[i / cols]), c = i % cols;
+    const A wy = weights ? A(double(weights[y])) : A(1);
+    const A wc = weights ? A(double(weights[c])) : A(1);
+    const A a = keep * wy + spread * weight_sum;
+    const A target = spread * wc + (c == y ? keep * wy : A(0));
+    grad[i] = T((math::exp(A(logp[i])) * a - target) * s);
+  }
+};
+
+/// `n` host values copied to the context's device, for the current loss call: per thread and per
+/// device (a replica thread may drive another device on a later call); `Slot` tells apart the
+/// copies one call needs at once.
+template <class V, int Slot, class Context>
+const V* device_copy(const Context& ctx, const V* host, std::size_t n) {
+  thread_local std::map<int, DeviceBuffer<V>> by_device;
   int device = 0;
   if constexpr (requires { ctx.device; }) device = ctx.device;
-  DeviceBuffer<std::int32_t>& labels = by_device[device];
-  labels.assign_from_host(host, n);
-  return labels.data();
+  DeviceBuffer<V>& values = by_device[device];
+  values.assign_from_host(host, n);
+  return values.data();
+}
+/// The labels of the current loss call on the context's device.
+template <class Context>
+const std::int32_t* device_labels(const Context& ctx, const std::int32_t* host, std::size_t n) {
+  return device_copy<std::int32_t, 0>(ctx, host, n);
 }
 } // namespace detail
 
@@ -144,7 +192,33 @@ struct SoftmaxKernels {
     return sum / double(rows);
   }
 
+  /// Cross-entropy with torch's label smoothing and class weights (ops::CrossEntropyTerms; the
+  /// CPU kernel's formulas). `labels` and `t.weights` are in host memory.
+  template <class T, class L>
+  static double cross_entropy(context& ctx, const T* x, const std::int32_t* labels, std::size_t rows, std::size_t cols,
+                              L* logp, T* grad, double grad_scale, const ops::CrossEntropyTerms& t) {
+    using A = accumulator_t<T>;
+    const std::int32_t* d_labels = detail::device_labels(ctx, labels, rows);
+    const float* d_weights = t.weights ? detail::device_copy<float, 1>(ctx, t.weights, cols) : nullptr;
+    log_softmax_forward(ctx, x, logp, rows, cols);
+    const double eps = t.smoothing, eps_c = eps / double(cols);
+    const double picked = row_sum(ctx, detail::WeightedRowLoss<L>{logp, d_labels, d_weights, cols, false}, rows);
+    const double smooth =
+        eps != 0 ? row_sum(ctx, detail::WeightedRowLoss<L>{logp, d_labels, d_weights, cols, true}, rows) : 0.0;
+    if (grad)
+      for_each_index(ctx.policy(), rows * cols,
+                     detail::WeightedCrossEntropyGrad<T, L>{logp, d_labels, d_weights, cols,
+                                                            A(grad_scale / t.denominator), A(1 - eps), A(eps_c),
+                                                            A(t.weight_sum), grad});
+    return (1 - eps) * (picked / t.denominator) + (smooth / t.denominator) * eps_c;
+  }
+
  private:
+  template <class F>
+  static double row_sum(context& ctx, F f, std::size_t rows) {
+    return thrust::transform_reduce(ctx.policy(), thrust::counting_iterator<std::size_t>(0),
+                                    thrust::counting_iterator<std::size_t>(rows), f, 0.0, thrust::plus<double>{});
+  }
   template <class L>
   static double picked_sum(context& ctx, const L* logp, const std::int32_t* labels, std::size_t rows,
                            std::size_t cols) {

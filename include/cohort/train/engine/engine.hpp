@@ -51,6 +51,9 @@ struct EngineOptions {
   DataParallelOptions parallel{};
   /// fp16 loss scaling (MixedPrecision<fp16>).
   LossScaleOptions loss_scale{};
+  /// Label smoothing and class weights of CrossEntropyLoss (a network ending in LogSoftmax,
+  /// trained with NllLoss, takes neither).
+  CrossEntropyOptions loss{};
   /// Settings every rank must share besides the network and the policies ("batch_size: 128"):
   /// ProcessGroupDDP compares them across ranks at start.
   std::vector<std::string> agreement{};
@@ -69,6 +72,58 @@ struct MicroStep {
 };
 
 namespace detail {
+
+/// The loss of an engine's replica, built with the trainer's CrossEntropyOptions: checked here,
+/// so a bad option fails when the Trainer is constructed, naming the loss.
+template <class Loss, std::size_t Classes>
+Loss make_loss(const CrossEntropyOptions& o) {
+  if constexpr (std::is_constructible_v<Loss, CrossEntropyOptions>) {
+    Loss loss(o);
+    check_class_weight_count("CrossEntropyLoss", o, Classes);
+    return loss;
+  } else {
+    if (!o.plain())
+      throw ValueError(concat("Trainer: label_smoothing (", o.label_smoothing, ") and class_weights (",
+                              o.class_weights.size(), " given) apply to CrossEntropyLoss, but this network ends in ",
+                              "LogSoftmax and trains with NllLoss: expected neither, or a network without the final ",
+                              "LogSoftmax"));
+    return Loss{};
+  }
+}
+
+/// How a shard of a step's batch (a replica's, a chunk's, a rank's) enters the step's mean loss:
+/// the shard's loss is normalised by `denominator` (0: its own sample count) and then, with its
+/// gradient, multiplied by `share`. Without class weights that is the shard's mean times
+/// count / n (DataParallel's); with them the shard is divided by the step's global weight total
+/// `total` directly (a shard's own total may be 0, and smoothing still gives it a loss).
+struct ShardNorm {
+  double share = 1, denominator = 0;
+};
+inline ShardNorm shard_norm(std::size_t count, std::size_t n, double total) {
+  if (total > 0) return {1.0, total};
+  return {double(count) / double(n), 0.0};
+}
+
+/// The global weight total of a step's batch for a loss with class weights (0 without: shards
+/// weigh by count). `labels` are this process's; `collectives.sum` adds the class counts of
+/// every rank's (integers: the same total on every rank, for any split).
+template <std::size_t Classes, class Loss, class Collectives>
+double step_weight_total(const Loss& loss, std::span<const std::int32_t> labels, Collectives& collectives) {
+  if constexpr (!requires { loss.weighted(); }) {
+    return 0.0;
+  } else {
+    if (!loss.weighted()) return 0.0;
+    const auto& w = loss.options().class_weights;
+    check_labels("CrossEntropyLoss", labels, labels.size(), Classes);
+    std::vector<double> counts(Classes + 1, 0.0); // + the sample count (for the message)
+    count_classes(labels, std::span<double>(counts).first(Classes));
+    counts[Classes] = double(labels.size());
+    collectives.sum(counts, "the class counts of the step's labels");
+    const double total = weight_total(w, std::span<const double>(counts).first(Classes));
+    check_weight_total("CrossEntropyLoss", total, std::size_t(counts[Classes]));
+    return total;
+  }
+}
 
 /// How one training step is computed under a (parallel, precision) policy pair. Each policy
 /// adds its specialisation (train/engine/); an unsupported pair fails here, with a message.
@@ -141,18 +196,23 @@ class Replica {
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   /// `pool`: the threads this replica's kernels run on (one replica's pool is never used by two
-  /// threads at once).
-  explicit Replica(ThreadPool& pool) : ctx_{&pool} { loss_.set_context(ctx_); }
+  /// threads at once); `loss`: CrossEntropyLoss's smoothing and class weights.
+  explicit Replica(ThreadPool& pool, const CrossEntropyOptions& loss = {})
+      : ctx_{&pool}, loss_(make_loss<loss_type, Net::output_shape::size>(loss)) {
+    loss_.set_context(ctx_);
+  }
 
   /// Forward, loss and backward on one (micro-)batch; parameter gradients are written into `g`
   /// (added when `accumulate`), scaled by `grad_scale` (the batch's share of the global batch,
   /// times the loss scale). `hook(layer)` runs as each layer's gradients become final.
-  /// `master`: the float master weights under mixed precision. Returns the batch's mean loss.
+  /// `master`: the float master weights under mixed precision. `denominator`: what the loss is
+  /// normalised by (0: the batch's own count or weight total; see ShardNorm). Returns the loss.
   template <class Hook = NoHook>
   double train(params_type& p, grads_type& g, input_view x, std::span<const std::int32_t> labels, const StepInfo& info,
-               double grad_scale, bool accumulate, Hook&& hook = {}, const float* master = nullptr) {
+               double grad_scale, bool accumulate, Hook&& hook = {}, const float* master = nullptr,
+               double denominator = 0) {
     const auto y = exec_.forward(ctx_, info, p, input(x), master);
-    const double l = loss_.forward(y, labels, grad_scale);
+    const double l = forward_loss(y, labels, grad_scale, denominator);
     exec_.backward(ctx_, p, g, loss_.backward(), {.accumulate = accumulate}, std::forward<Hook>(hook), master);
     return l;
   }
@@ -174,6 +234,7 @@ class Replica {
 
   grads_type& gradients() noexcept { return grads_; }
   Executor<Net, T, Cpu>& executor() noexcept { return exec_; }
+  const auto& loss() const noexcept { return loss_; }
   CpuContext& context() noexcept { return ctx_; }
 
   /// Room for one gathered micro-batch (deterministic chunks), reused across steps.
@@ -192,10 +253,19 @@ class Replica {
     }
   }
 
+  template <class Y>
+  double forward_loss(const Y& y, std::span<const std::int32_t> labels, double grad_scale, double denominator) {
+    if constexpr (requires { loss_.forward(y, labels, grad_scale, denominator); })
+      return loss_.forward(y, labels, grad_scale, denominator);
+    else
+      return loss_.forward(y, labels, grad_scale); // NllLoss: never given a denominator (make_loss)
+  }
+
+  using loss_type = default_loss_t<Net, T>;
   CpuContext ctx_;
   Executor<Net, T, Cpu> exec_;
   grads_type grads_;
-  default_loss_t<Net, T> loss_;
+  loss_type loss_;
   HostBuffer<T> input_;      // 16-bit storage: the converted batch
   HostBuffer<float> scores_; // 16-bit storage: evaluation scores in float
 };

@@ -13,7 +13,9 @@
 /// remaining layers. A bucket is reduced as reduce-scatter + all-gather: every element is summed
 /// once, by one rank, so all ranks receive the same bits and stay identical. The loss carries
 /// 1/world, so the sum is the average. Gradient accumulation (micro-batches before the last)
-/// communicates nothing: DDP's no_sync.
+/// communicates nothing: DDP's no_sync. With class weights (CrossEntropyOptions) the ranks first
+/// all-reduce their labels' class counts, and every rank divides by the global weight total
+/// (torch's DDP would divide by each rank's own: not the single-process loss).
 ///
 /// Deterministic mode: the rank's batch holds deterministic_chunks / world chunks of the global
 /// batch (chunk j: global samples j, j + chunks, ...; DistributedSampler gives rank r the global
@@ -152,7 +154,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   TrainEngine(Opt opt, const EngineOptions& o)
       : o_(o.parallel), seed_(o.seed), comm_(o.parallel.timeout_s),
         params_(initialized_parameters<params_type>(o.seed)), prec_(params_, o.loss_scale),
-        replica_(ThreadPool::global()), opt_(std::move(opt)) {
+        replica_(ThreadPool::global(), o.loss), opt_(std::move(opt)) {
     rank_ = std::size_t(comm_.rank());
     world_ = std::size_t(comm_.size());
     scatter_comm_ = comm_.duplicate();
@@ -190,7 +192,9 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
     if (m.index == 0) comm_.begin_step(m.step);
-    const double local = o_.deterministic ? step_chunks(x, labels, m) : step_rank(x, labels, m);
+    // Class weights: every rank normalises by the weight total of all ranks' labels.
+    const double total = step_weight_total<Net::output_shape::size>(replica_.loss(), labels, *this);
+    const double local = o_.deterministic ? step_chunks(x, labels, m, total) : step_rank(x, labels, m, total);
     if (!m.last()) return local;
     finish_buckets();
     double loss = local / double(world_);
@@ -261,22 +265,25 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   }
 
   /// The rank's batch in one pass; buckets start from the backward hook on the last micro-batch.
-  double step_rank(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
-    const double scale = prec_.loss_factor() / (double(world_) * double(m.count));
+  /// Returns the rank's loss as a local mean (the global one times world).
+  double step_rank(input_view x, std::span<const std::int32_t> labels, const MicroStep& m, double total) {
+    // The rank's mean carries 1 / world; with class weights the loss is divided by the global
+    // weight total instead.
+    const double scale = prec_.loss_factor() / ((total > 0 ? 1.0 : double(world_)) * double(m.count));
+    const double per_world = total > 0 ? double(world_) : 1.0;
     const StepInfo info = train_step_info(seed_, m, rank_, world_, rank_ == 0);
     if (!m.last())
-      return replica_.train(prec_.compute(), grads_, x, labels, info, scale, m.index > 0, NoHook{},
-                            prec_.master_values());
+      return per_world * replica_.train(prec_.compute(), grads_, x, labels, info, scale, m.index > 0, NoHook{},
+                                        prec_.master_values(), total);
     reset_buckets();
-    return replica_.train(
-        prec_.compute(), grads_, x, labels, info, scale, m.index > 0, [&](std::size_t layer) { layer_done(layer); },
-        prec_.master_values());
+    return per_world * replica_.train(
+                           prec_.compute(), grads_, x, labels, info, scale, m.index > 0,
+                           [&](std::size_t layer) { layer_done(layer); }, prec_.master_values(), total);
   }
 
   /// Deterministic mode: this rank's chunks one by one, each into its own store.
-  double step_chunks(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
+  double step_chunks(input_view x, std::span<const std::int32_t> labels, const MicroStep& m, double total) {
     const std::size_t chunks = o_.deterministic_chunks, per_rank = slots_.size();
-    const double global = double(labels.size()) * double(world_);
     if (m.last()) reset_buckets();
     double loss = 0;
     for (std::size_t s = 0; s < per_rank; ++s) {
@@ -288,17 +295,18 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
         if (m.index == 0) g.values.fill(0.f);
         continue;
       }
-      const double share = double(count) / global;
+      const ShardNorm norm = shard_norm(count, labels.size() * world_, total);
       const StepInfo info = train_step_info(seed_, m, j, chunks, j == 0);
       const input_view chunk{replica_.chunk_x.data(), count};
-      const double scale = prec_.loss_factor() * share / double(m.count);
+      const double scale = prec_.loss_factor() * norm.share / double(m.count);
       if (m.last() && s + 1 == per_rank)
-        loss += share * replica_.train(
-                            prec_.compute(), g, chunk, replica_.chunk_labels, info, scale, m.index > 0,
-                            [&](std::size_t layer) { layer_done(layer); }, prec_.master_values());
+        loss +=
+            norm.share * replica_.train(
+                             prec_.compute(), g, chunk, replica_.chunk_labels, info, scale, m.index > 0,
+                             [&](std::size_t layer) { layer_done(layer); }, prec_.master_values(), norm.denominator);
       else
-        loss += share * replica_.train(prec_.compute(), g, chunk, replica_.chunk_labels, info, scale, m.index > 0,
-                                       NoHook{}, prec_.master_values());
+        loss += norm.share * replica_.train(prec_.compute(), g, chunk, replica_.chunk_labels, info, scale, m.index > 0,
+                                            NoHook{}, prec_.master_values(), norm.denominator);
     }
     return loss * double(world_); // the rank's share of the global mean, as a local mean
   }

@@ -5,7 +5,9 @@
 /// A step splits the batch into N contiguous shards (sizes differ by at most one), runs the
 /// replicas on the team's threads, sums their gradients element-wise in replica order (each
 /// replica's loss is scaled by its share of the batch, so the sum is the full batch's mean
-/// gradient, as DataParallel computes it), and steps the optimiser on the same threads.
+/// gradient, as DataParallel computes it), and steps the optimiser on the same threads. With
+/// class weights (CrossEntropyOptions) every shard is divided by the batch's weight total
+/// instead, so the sum is still the full batch's loss (ShardNorm, engine.hpp).
 ///
 /// Deterministic mode cuts the batch into `deterministic_chunks` interleaved chunks instead
 /// (chunk j: samples j, j + chunks, ...), computes each chunk's gradient into its own store and
@@ -56,7 +58,7 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
     if (o_.threads_per_replica == 0) throw ValueError("ThreadedReplicas: threads_per_replica must be at least 1");
     for (std::size_t r = 0; r < n_; ++r) {
       pools_.push_back(std::make_unique<ThreadPool>(o_.threads_per_replica));
-      replicas_.push_back(std::make_unique<replica_type>(*pools_[r]));
+      replicas_.push_back(std::make_unique<replica_type>(*pools_[r], o.loss));
     }
     if (o_.deterministic) {
       chunk_grads_.resize(o_.deterministic_chunks);
@@ -102,6 +104,7 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
 
   double step_shards(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
     const std::size_t n = labels.size();
+    const double weights = step_weight_total<Net::output_shape::size>(replicas_[0]->loss(), labels, *this);
     std::vector<double> loss(n_, 0.0);
     team_.parallel_for(n_, 1, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t r = lo; r < hi; ++r) {
@@ -111,11 +114,12 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
           if (m.index == 0) g.values.fill(0.f);
           continue;
         }
-        const double share = double(count) / double(n);
-        loss[r] = share * replicas_[r]->train(prec_.compute(), g, {x.data() + begin * in_size, count},
-                                              labels.subspan(begin, count), train_step_info(seed_, m, begin, 1, r == 0),
-                                              prec_.loss_factor() * share / double(m.count), m.index > 0, NoHook{},
-                                              prec_.master_values());
+        const ShardNorm s = shard_norm(count, n, weights);
+        loss[r] =
+            s.share * replicas_[r]->train(prec_.compute(), g, {x.data() + begin * in_size, count},
+                                          labels.subspan(begin, count), train_step_info(seed_, m, begin, 1, r == 0),
+                                          prec_.loss_factor() * s.share / double(m.count), m.index > 0, NoHook{},
+                                          prec_.master_values(), s.denominator);
       }
     });
     if (m.last()) {
@@ -130,6 +134,7 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
 
   double step_chunks(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
     const std::size_t n = labels.size(), chunks = o_.deterministic_chunks;
+    const double weights = step_weight_total<Net::output_shape::size>(replicas_[0]->loss(), labels, *this);
     std::vector<double> loss(chunks, 0.0);
     team_.parallel_for(n_, 1, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t r = lo; r < hi; ++r)
@@ -142,11 +147,11 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
             if (m.index == 0) g.values.fill(0.f);
             continue;
           }
-          const double share = double(count) / double(n);
-          loss[j] = share * rep.train(prec_.compute(), g, {rep.chunk_x.data(), count}, rep.chunk_labels,
-                                      train_step_info(seed_, m, j, chunks, j == 0),
-                                      prec_.loss_factor() * share / double(m.count), m.index > 0, NoHook{},
-                                      prec_.master_values());
+          const ShardNorm s = shard_norm(count, n, weights);
+          loss[j] = s.share * rep.train(prec_.compute(), g, {rep.chunk_x.data(), count}, rep.chunk_labels,
+                                        train_step_info(seed_, m, j, chunks, j == 0),
+                                        prec_.loss_factor() * s.share / double(m.count), m.index > 0, NoHook{},
+                                        prec_.master_values(), s.denominator);
         }
     });
     if (m.last()) {
