@@ -16,6 +16,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cohort/core/error.hpp>
+#include <cohort/data/augment.hpp>
+#include <cohort/loss/cross_entropy_options.hpp>
 #include <cohort/optim/lr_schedule.hpp>
 
 #include "options.hpp"
@@ -32,11 +34,18 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--lr", o.lr, "learning rate (default: the seed's: A 0.5, B 1e-4, C/D 1e-3)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--optimizer", o.optimizer, "sgd, adam or adadelta (default: the seed's)")
-      ->check(CLI::IsMember({"sgd", "adam", "adadelta"}));
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--weight-decay", o.weight_decay, "L2 weight decay (SGD, Adam, Adadelta: torch's weight_decay)")
+  app.add_option("--optimizer", o.optimizer, "sgd, adam, adamw, rmsprop or adadelta (default: the seed's)")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop", "adadelta"}));
+  app.add_option("--momentum", o.momentum, "SGD / RMSprop momentum")->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--nesterov", o.nesterov, "SGD with Nesterov momentum (needs --momentum)");
+  app.add_option("--weight-decay", o.weight_decay,
+                 "weight decay: torch's weight_decay (L2 in the gradient; AdamW: decoupled, default 0.01)")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--no-decay-on-norms", o.no_decay_on_norms,
+               "parameter groups: no weight decay on BatchNorm parameters and biases");
+  app.add_option("--clip-grad-norm", o.clip_grad_norm,
+                 "clip the gradients to this global L2 norm before every step (clip_grad_norm_)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--data-dir", o.data_dir, "directory with train-/t10k- images and labels in IDX format (.gz or raw)")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of initialisation, dropout and shuffling")->capture_default_str();
@@ -84,9 +93,22 @@ int main(int argc, char** argv) {
       "onecycle,max_lr=L,total_steps=N[,pct_start=P,anneal=cos|linear,div_factor=D,final_div_factor=F]");
   app.add_flag("--schedule-per-step", o.schedule_per_step,
                "advance the schedule every optimiser step (OneCycle's use), not every epoch");
+  app.add_option("--augment", o.augment,
+                 "training augmentation, seeded by (seed, epoch, sample): crop=P (RandomCrop with P pixels of "
+                 "zero padding), flip or flip=P (RandomHorizontalFlip), comma-separated");
+  app.add_option("--label-smoothing", o.label_smoothing,
+                 "CrossEntropyLoss label smoothing in [0, 1], torch's (models B, C, D, resnet)");
+  app.add_option("--class-weights", o.class_weights,
+                 "CrossEntropyLoss class weights, one per class: w0,w1,...,w9 (torch's weight=)");
   CLI11_PARSE(app, argc, argv);
   try {
+    // Bad loss options fail before the data is read, with the loss's message.
+    const cohort::CrossEntropyOptions loss{.label_smoothing = o.label_smoothing,
+                                           .class_weights = cohort::parse_class_weights(o.class_weights)};
+    cohort::detail::check_cross_entropy_options("CrossEntropyLoss", loss);
+    cohort::detail::check_class_weight_count("CrossEntropyLoss", loss, 10);
     (void)cohort::LrSchedule::parse(o.lr_schedule); // a bad spec fails before the data is read
+    (void)cohort::parse_augmentation(o.augment, 28);
     std::string model = o.model;
     for (char& c : model) c = char(std::tolower(static_cast<unsigned char>(c)));
 #define TRAIN_MNIST_DISPATCH(m, p)                                                                                     \

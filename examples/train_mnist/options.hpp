@@ -13,7 +13,10 @@ struct TrainMnistOptions {
   double lr = -1;             // < 0: the seed notebook's
   std::string optimizer;      // empty: the seed notebook's
   double momentum = 0;
-  double weight_decay = 0;
+  double weight_decay = -1; // < 0: the optimiser's default (0; AdamW 0.01)
+  bool nesterov = false;
+  bool no_decay_on_norms = false; // parameter groups: no weight decay on BatchNorm and biases
+  double clip_grad_norm = 0;      // 0: no clipping
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::uint64_t seed = 0;
   std::size_t threads = 1;
@@ -33,6 +36,9 @@ struct TrainMnistOptions {
   std::string precision = "fp32"; // fp32 | fp16 | bf16
   std::string lr_schedule;        // LrSchedule::parse syntax; empty: none
   bool schedule_per_step = false;
+  std::string augment;        // parse_augmentation syntax ("crop=4,flip"); empty: none
+  double label_smoothing = 0; // CrossEntropyLoss's (models B, C, D, resnet)
+  std::string class_weights;  // "w0,w1,...,w9"; empty: none
 };
 
 // One translation unit per model (generated from model.cpp.in), so the models compile in

@@ -2,6 +2,7 @@
 // The body of train_mnist for one model: load Fashion-MNIST (or any MNIST-format directory),
 // build the trainer with the requested optimiser, train, evaluate, save.
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -59,11 +60,17 @@ int train(const TrainMnistOptions& o, Opt opt) {
   to.parallel.timeout_s = o.timeout;
   to.lr_schedule = LrSchedule::parse(o.lr_schedule);
   to.schedule_per_step = o.schedule_per_step;
+  to.loss = {.label_smoothing = o.label_smoothing, .class_weights = parse_class_weights(o.class_weights)};
+  if (o.no_decay_on_norms) to.parameter_groups = no_decay_on_norms_and_biases();
+  to.max_grad_norm = o.clip_grad_norm;
+  // Padding is a raw 0 pixel, normalised as the images are (data/augment.hpp).
+  to.augment = parse_augmentation(o.augment, Net::input_shape::extents[2], norm);
   Trainer<Net, Opt, Parallel, Precision> trainer(std::move(opt), to);
   const bool root = trainer.rank() == 0; // only rank 0 talks
   if (root)
     std::printf("data: %zu training and %zu test images from %s (mean %.4f, std %.4f), repeated %zux\n",
                 train_set.size(), test_set.size(), o.data_dir.c_str(), double(norm.mean), double(norm.std), o.repeat);
+  if (root && !to.augment.empty()) std::printf("augmentation: %s\n", to.augment.names().c_str());
   if (!o.init_from.empty()) trainer.init_from(o.init_from);
   if (!o.resume.empty()) {
     trainer.resume(o.resume);
@@ -117,23 +124,34 @@ int train_with(const TrainMnistOptions& o, Opt opt) {
   return train<Net, SingleDevice<>, Precision>(o, std::move(opt));
 }
 
-using AnyOptimizer = cohort::OptimizerVariant<cohort::Sgd<>, cohort::Adam<>, cohort::Adadelta<>>;
+using AnyOptimizer =
+    cohort::OptimizerVariant<cohort::Sgd<>, cohort::Adam<>, cohort::AdamW<>, cohort::RmsProp<>, cohort::Adadelta<>>;
 
 template <class Net, class Precision>
 int run(const TrainMnistOptions& o) {
   using namespace cohort;
   const std::string name = o.optimizer.empty() ? default_optimizer(o.model) : o.optimizer;
   const double lr = o.lr >= 0 ? o.lr : (o.optimizer.empty() ? default_lr(o.model) : -1);
+  const double weight_decay = std::max(o.weight_decay, 0.0); // AdamW alone has another default
   // One Trainer per (parallel, precision) pair holds whichever optimiser the flag names: a
   // Trainer per optimiser as well would make each model's translation unit 1.6x slower to build.
   if (name == "sgd")
-    return train_with<Net, Precision>(
-        o, AnyOptimizer(Sgd({.lr = lr >= 0 ? lr : 1e-3, .momentum = o.momentum, .weight_decay = o.weight_decay})));
+    return train_with<Net, Precision>(o, AnyOptimizer(Sgd({.lr = lr >= 0 ? lr : 1e-3,
+                                                           .momentum = o.momentum,
+                                                           .weight_decay = weight_decay,
+                                                           .nesterov = o.nesterov})));
   if (name == "adam")
     return train_with<Net, Precision>(
-        o, AnyOptimizer(Adam({.lr = lr >= 0 ? lr : 1e-3, .eps = 1e-7, .weight_decay = o.weight_decay})));
+        o, AnyOptimizer(Adam({.lr = lr >= 0 ? lr : 1e-3, .eps = 1e-7, .weight_decay = weight_decay})));
+  if (name == "adamw") // torch's default decay (0.01) unless --weight-decay is given
+    return train_with<Net, Precision>(
+        o,
+        AnyOptimizer(AdamW({.lr = lr >= 0 ? lr : 1e-3, .weight_decay = o.weight_decay >= 0 ? o.weight_decay : 1e-2})));
+  if (name == "rmsprop")
+    return train_with<Net, Precision>(
+        o, AnyOptimizer(RmsProp({.lr = lr >= 0 ? lr : 1e-2, .weight_decay = weight_decay, .momentum = o.momentum})));
   return train_with<Net, Precision>(o,
-                                    AnyOptimizer(Adadelta({.lr = lr >= 0 ? lr : 1.0, .weight_decay = o.weight_decay})));
+                                    AnyOptimizer(Adadelta({.lr = lr >= 0 ? lr : 1.0, .weight_decay = weight_decay})));
 }
 
 } // namespace train_mnist

@@ -42,10 +42,15 @@
 
 #include "cohort/optim/adadelta.hpp"
 #include "cohort/optim/adam.hpp"
+#include "cohort/optim/clip_grad_norm.hpp"
+#include "cohort/optim/parameter_groups.hpp"
+#include "cohort/optim/rmsprop.hpp"
 #include "cohort/optim/sgd.hpp"
 
 #include "cohort/io/safetensors.hpp"
 
+#include "cohort/data/augment.hpp"
+#include "cohort/data/cifar.hpp"
 #include "cohort/data/dataset.hpp"
 #include "cohort/data/idx.hpp"
 #include "cohort/data/sampler.hpp"

@@ -198,7 +198,7 @@ TEST_CASE("Augmentation: flip rate near p and crop windows uniform over many sam
   }
 }
 
-TEST_CASE("Augmentation: a transform of one's own gets its own stream; adding one changes nothing before it") {
+TEST_CASE("Augmentation: a transform of one's own gets its own stream, and adding one changes nothing before it") {
   const ImageDims s{1, 4, 4};
   const auto noise = [](std::span<float> image, ImageDims, const AugmentRandom& rng) {
     for (std::size_t i = 0; i < image.size(); ++i) image[i] += rng.uniform(std::uint32_t(i));
@@ -246,7 +246,7 @@ TEST_CASE("Augmentation: bad settings and shapes are errors naming the setting")
                        ShapeError);
 }
 
-TEST_CASE("parse_augmentation: crop=P and flip[=P], comma-separated; anything else is named") {
+TEST_CASE("parse_augmentation: crop=P and flip[=P], comma-separated, anything else is named") {
   CHECK(parse_augmentation("", 32).empty());
   CHECK(parse_augmentation("crop=4,flip", 32).names() == "RandomCrop(32, padding=4), RandomHorizontalFlip(p=0.5)");
   CHECK(parse_augmentation("flip=0.25", 28).names() == "RandomHorizontalFlip(p=0.25)");

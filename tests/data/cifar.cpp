@@ -95,7 +95,7 @@ TEST_CASE("CIFAR-10: every batch file in order, labels, and R, G, B planes as CH
   CHECK(names[9] == "truck");
 }
 
-TEST_CASE("CIFAR-100: two label bytes, coarse then fine; the dataset uses the one asked for") {
+TEST_CASE("CIFAR-100: two label bytes, coarse then fine, and the dataset uses the one asked for") {
   TempDir dir("cohort_cifar_");
   write(dir.path / "train.bin", records({{19, 99}, {0, 42}, {7, 3}}));
   write(dir.path / "test.bin", records({{1, 2}}));
@@ -138,8 +138,7 @@ TEST_CASE("Normalization: per channel, of CHW bytes, equal to torchvision's ToTe
                                           {0xbfda7891, 0xbf9b2675, 0xbf3f558c, 0x400769b1}};
   HostBuffer<std::int32_t> label(1);
   label[0] = 0;
-  std::vector<std::uint8_t> chw;
-  for (const auto& plane : img) chw.insert(chw.end(), plane, plane + 4);
+  const std::vector<std::uint8_t> chw(&img[0][0], &img[0][0] + 12); // the planes, one after another
   const auto d = ImageDataset<Shape<3, 2, 2>>::from_pixels(chw, label, 1, rgb);
   for (std::size_t c = 0; c < 3; ++c)
     for (std::size_t i = 0; i < 4; ++i) {

@@ -5,6 +5,13 @@
 //       the final weights to FILE, and checks them against one process (SingleDevice, batch 32,
 //       within 1e-6) and, in deterministic mode, against ThreadedReplicas<4> (bitwise).
 //       --bucket-kib K sets the gradient bucket size (default 256 KiB: three buckets).
+//       --augment trains with RandomCrop(28, 3) + RandomHorizontalFlip: keyed by the dataset
+//       sample, so N ranks still equal ThreadedReplicas<4> bitwise.
+//   mpirun -np N ddp_check recipe [--out FILE]
+//       deterministic model B with the ResNet recipe's pieces: parameter groups (no decay on
+//       norms and biases), gradient clipping, a warm-up + cosine schedule, label smoothing, class
+//       weights, crop + flip: bitwise equal to ThreadedReplicas<4>, the same gradient norm on
+//       every rank, and clipping engaged at the last step.
 //   mpirun -np N ddp_check resume --save FILE | --resume FILE --out FILE
 //       deterministic model A: 1 epoch then a checkpoint (any world size), or resume + 1 epoch
 //       into a trainer built with another seed (the checkpoint's must win), checking the step
@@ -72,6 +79,7 @@ void write(const std::string& path, const std::vector<float>& v) {
 }
 
 std::size_t bucket_kib = 256;
+bool augment = false;
 
 TrainerOptions options(std::size_t batch, bool deterministic, double timeout = 60) {
   TrainerOptions o{.batch_size = batch, .seed = 11, .log = nullptr};
@@ -79,6 +87,7 @@ TrainerOptions options(std::size_t batch, bool deterministic, double timeout = 6
   o.parallel.deterministic_chunks = 4;
   o.parallel.bucket_kib = bucket_kib;
   o.parallel.timeout_s = timeout;
+  if (augment) o.augment = Augmentation{RandomCrop(28, 3), RandomHorizontalFlip()};
   return o;
 }
 
@@ -97,7 +106,7 @@ int equivalence(const Args& a) {
     Trainer<models::ModelC, Sgd<>, ThreadedReplicas<4>> threads(sgd(), options(global, true));
     threads.fit(data, 2);
     const bool same = values(threads.parameters()) == w;
-    std::printf("deterministic, %d rank(s): %s ThreadedReplicas<4>\n", world_size(),
+    std::printf("deterministic%s, %d rank(s): %s ThreadedReplicas<4>\n", augment ? ", augmented" : "", world_size(),
                 same ? "bitwise equal to" : "DIFFERENT from");
     failed |= !same;
   } else {
@@ -109,6 +118,43 @@ int equivalence(const Args& a) {
                 world_size(), per_rank, global, worst.c_str(), d);
     failed |= !(d <= 1e-6);
   }
+  return failed;
+}
+
+/// The ResNet recipe's settings on model B (BatchNorm, biases): SGD with Nesterov momentum,
+/// weight decay except on norms and biases, gradients clipped to a norm the step exceeds, a
+/// warm-up + cosine schedule, label smoothing with class weights, crop + flip. Deterministic mode: N ranks are bitwise
+/// one process (ThreadedReplicas<4>), so every rank clipped by the same norm as the single process did.
+int recipe(const Args& a) {
+  const Bands data(128, 1);
+  const std::size_t global = 32, per_rank = global / std::size_t(world_size());
+  constexpr double max_norm = 0.05;
+  const auto recipe_options = [&](std::size_t batch) {
+    TrainerOptions o = options(batch, true);
+    o.parameter_groups = no_decay_on_norms_and_biases();
+    o.max_grad_norm = max_norm;
+    o.lr_schedule = LrSchedule::parse("cosine,warmup=1,t_max=2");
+    // Class weights make each rank's share depend on every rank's labels (all-reduced counts).
+    o.loss = {.label_smoothing = 0.1, .class_weights = {1.f, 2.f, 1.f, 1.f, 0.5f, 1.f, 1.f, 1.f, 3.f, 1.f}};
+    o.augment = Augmentation{RandomCrop(28, 3), RandomHorizontalFlip()};
+    return o;
+  };
+  const auto opt = [] { return Sgd({.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true}); };
+  Trainer<models::ModelB, Sgd<>, ProcessGroupDDP<Mpi>> ddp(opt(), recipe_options(per_rank));
+  ddp.fit(data, 3);
+  const auto w = values(ddp.parameters());
+  int failed = check_identical("ddp_check", w);
+  const double norm = ddp.last_grad_norm();
+  failed |= check_identical("ddp_check", std::vector<float>{float(norm)}); // every rank clipped alike
+  if (world_rank() != 0) return failed;
+  if (!a.out.empty()) write(a.out, w);
+  Trainer<models::ModelB, Sgd<>, ThreadedReplicas<4>> threads(opt(), recipe_options(global));
+  threads.fit(data, 3);
+  const bool same = values(threads.parameters()) == w && threads.last_grad_norm() == norm;
+  std::printf("recipe, %d rank(s): last gradient norm %.6g (clipped to %g): %s ThreadedReplicas<4>\n", world_size(),
+              norm, max_norm, same ? "bitwise equal to" : "DIFFERENT from");
+  failed |= !same;
+  failed |= !(norm > max_norm); // the clipping was engaged: otherwise the test proves nothing
   return failed;
 }
 
@@ -269,6 +315,7 @@ int main(int argc, char** argv) {
     if (s == "--save" && i + 1 < argc) a.save = argv[++i];
     if (s == "--resume" && i + 1 < argc) a.resume = argv[++i];
     if (s == "--bucket-kib" && i + 1 < argc) bucket_kib = std::stoul(argv[++i]);
+    if (s == "--augment") augment = true;
     if (s == "--signal" && i + 1 < argc) a.fault.signal = argv[++i];
     if (s == "--at" && i + 1 < argc) a.fault.at = argv[++i];
     if (s == "--at-step" && i + 1 < argc) a.fault.step = std::stoll(argv[++i]);
@@ -278,6 +325,7 @@ int main(int argc, char** argv) {
   try {
     if (a.mode == "equivalence") return equivalence(a);
     if (a.mode == "resume") return resume(a);
+    if (a.mode == "recipe") return recipe(a);
     if (a.mode == "mismatch") return mismatch();
     if (a.mode == "resnet") return resnet();
     if (a.mode == "fault") return fault(a);

@@ -1,6 +1,6 @@
 # Runs ddp_check under mpirun and checks what it must do (see ddp_check.cpp).
 #   cmake -DMPIEXEC=... -DEXE=ddp_check -DWORK=dir -DCASE=<case> -P run_ddp.cmake
-# Cases: equivalence, deterministic, tcp, resume, resnet, mismatch, environment, accumulate, overflow, and
+# Cases: equivalence, deterministic, augment, recipe, tcp, resume, resnet, mismatch, environment, accumulate, overflow, and
 # the fault cases kill, hang, hang_uneven_deadlines, stall_startup, stall_broadcast, stall_loss, stall_evaluation,
 # stall_checkpoint; with EXE=ddp_device_check: device_equivalence, device_resume, device_mixed,
 # device_kill, device_hang.
@@ -124,6 +124,24 @@ elseif(CASE STREQUAL "deterministic")
     expect_success("${rc}" "${out}")
     expect_same(${WORK}/w1.bin ${WORK}/b${kib}.bin)
   endforeach()
+elseif(CASE STREQUAL "augment")
+  # Augmentation keyed by the dataset sample: 1, 2 and 4 ranks see the same images (each run also
+  # checks itself against ThreadedReplicas<4> with the same augmentation).
+  foreach(np 1 2 4)
+    run(${np} rc out 120 -- equivalence --deterministic --augment --out ${WORK}/a${np}.bin)
+    expect_success("${rc}" "${out}")
+  endforeach()
+  expect_same(${WORK}/a1.bin ${WORK}/a2.bin)
+  expect_same(${WORK}/a1.bin ${WORK}/a4.bin)
+elseif(CASE STREQUAL "recipe")
+  # Parameter groups, clipping, a schedule, smoothing, class weights, augmentation: 1, 2 and 4
+  # ranks, bitwise the same weights.
+  foreach(np 1 2 4)
+    run(${np} rc out 120 -- recipe --out ${WORK}/r${np}.bin)
+    expect_success("${rc}" "${out}")
+  endforeach()
+  expect_same(${WORK}/r1.bin ${WORK}/r2.bin)
+  expect_same(${WORK}/r1.bin ${WORK}/r4.bin)
 elseif(CASE STREQUAL "tcp")
   # Separate nodes' transport: TCP only, no shared memory.
   run(2 rc out 120 --mca btl tcp,self -- equivalence --deterministic --out ${WORK}/tcp.bin)

@@ -1,6 +1,6 @@
 # The example trainer on bad input: a corrupted data file, a corrupted checkpoint and an unknown
-# --precision (or --lr-schedule) each give a clear error naming what is wrong, a non-zero exit, and change nothing
-# on disk.
+# --precision (or --lr-schedule, --label-smoothing, --class-weights) each give a clear error naming what is wrong, a
+# non-zero exit, and change nothing on disk.
 #   cmake -DEXE=train_mnist -DWORK=dir -P bad_input_process.cmake
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK}/data)
@@ -40,3 +40,21 @@ if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "train_mnist: learning-rate schedule
   message(FATAL_ERROR "a bad --lr-schedule was not reported clearly (exit ${rc}): ${out}${err}")
 endif()
 message(STATUS "bad schedule: ${out}${err}")
+
+# Bad loss options fail before the (corrupt) data is read, with the loss's message.
+execute_process(COMMAND ${EXE} --data-dir ${WORK}/data --model C --label-smoothing 1.5 --max-steps 1 RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "train_mnist: CrossEntropyLoss: label_smoothing must be in \\[0, 1\\], found 1.5")
+  message(FATAL_ERROR "a bad --label-smoothing was not reported clearly (exit ${rc}): ${out}${err}")
+endif()
+execute_process(COMMAND ${EXE} --data-dir ${WORK}/data --model C --class-weights 1,2,3 --max-steps 1 RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "train_mnist: CrossEntropyLoss: expected 10 class weights \\(one per class of the scores\\), found 3")
+  message(FATAL_ERROR "a wrong --class-weights count was not reported clearly (exit ${rc}): ${out}${err}")
+endif()
+execute_process(COMMAND ${EXE} --data-dir ${WORK}/data --model C --class-weights 1,2,x --max-steps 1 RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "train_mnist: class weights \"1,2,x\": item 2 \\(\"x\"\\) is not a number")
+  message(FATAL_ERROR "a bad --class-weights item was not reported clearly (exit ${rc}): ${out}${err}")
+endif()
+message(STATUS "bad loss options: ${out}${err}")

@@ -31,10 +31,12 @@
 
 #include "cohort/backend/cpu.hpp"
 #include "cohort/core/error.hpp"
+#include "cohort/data/augment.hpp"
 #include "cohort/data/batch_prefetcher.hpp"
 #include "cohort/data/sampler.hpp"
 #include "cohort/optim/lr_schedule.hpp"
 #include "cohort/optim/optimizer.hpp"
+#include "cohort/optim/parameter_groups.hpp"
 #include "cohort/parallel/policy.hpp"
 #include "cohort/parallel/single_device.hpp"
 #include "cohort/parallel/threaded_replicas.hpp"
@@ -85,10 +87,14 @@ struct TrainerOptions {
   DataParallelOptions parallel{};
   /// fp16 loss scaling (MixedPrecision<fp16>; precision/mixed_precision.hpp).
   LossScaleOptions loss_scale{};
-  /// Device backends: gather the next training batch on a background thread, into page-locked
-  /// memory on Cuda, while the current one trains (seed 001's DataLoader with pin_memory and
-  /// non_blocking copies). CPU policies ignore it: their threads are all busy with the step.
+  /// Gather (and augment) the next training batch on a background thread while the current one
+  /// trains (seed 001's DataLoader worker with pin_memory and non_blocking copies; page-locked
+  /// memory on Cuda). Every policy, CPU ones included; the batches are the same either way.
   bool prefetch = true;
+  /// Transforms applied to every training image (not to evaluation), in the batch buffer, keyed
+  /// by (seed, epoch, dataset sample index): the same images for every policy, replica count,
+  /// world size and prefetch setting, and after a resume (data/augment.hpp). Empty: none.
+  Augmentation augment{};
   /// The learning rate over training (optim/lr_schedule.hpp; empty: the optimiser's own,
   /// throughout). It is set before every optimiser step from the optimiser's rate at
   /// construction and the epochs completed, or with `schedule_per_step` the optimiser steps
@@ -96,6 +102,19 @@ struct TrainerOptions {
   /// OneCycleLR is used). Both counts are in checkpoints: a resumed run gets the same rates.
   LrSchedule lr_schedule{};
   bool schedule_per_step = false;
+  /// Parameter groups for the optimiser from a rule over the network's tensors
+  /// (optim/parameter_groups.hpp; `no_decay_on_norms_and_biases()` is the usual one). Empty:
+  /// whatever groups the optimiser was given (none by default).
+  GroupRule parameter_groups{};
+  /// > 0: clip the gradients to this global L2 norm before every optimiser step
+  /// (clip_grad_norm_; the optimiser's set_max_grad_norm). The engines clip the gradients summed
+  /// over replicas and ranks, after fp16 unscaling: every replica and rank clips alike. 0: the
+  /// optimiser's own setting (off by default).
+  double max_grad_norm = 0;
+  /// CrossEntropyLoss's label smoothing and class weights, torch's definition
+  /// (loss/cross_entropy_options.hpp); split batches are normalised by the whole step's weight
+  /// total. A network ending in LogSoftmax (NllLoss) refuses them.
+  CrossEntropyOptions loss{};
 };
 
 /// What one epoch (or the part of it run before max_steps) produced.
@@ -163,7 +182,7 @@ class Trainer {
  public:
   explicit Trainer(Opt opt, TrainerOptions options = {})
       : opt_(std::move(checked(options))), base_lr_(schedulable_lr(opt, opt_)),
-        engine_(std::move(opt), engine_options(opt_)) {}
+        engine_(configured(std::move(opt), opt_), engine_options(opt_)) {}
 
   /// The single-device network (SingleDevice policy only; use parameters() otherwise).
   auto& network() noexcept requires requires(engine_type& e) { e.network(); }
@@ -180,6 +199,10 @@ class Trainer {
     else
       engine_.optimizer().set_lr(lr);
   }
+  /// The global gradient norm before clipping at the last optimiser step (NaN without
+  /// clipping): clip_grad_norm_'s return value.
+  double last_grad_norm() requires requires(Opt& x) { x.last_grad_norm(); }
+  { return engine_.optimizer().last_grad_norm(); }
   engine_type& engine() noexcept { return engine_; }
   const TrainerOptions& options() const noexcept { return opt_; }
   /// This process's rank and the number of processes (1 unless ProcessGroupDDP).
@@ -379,6 +402,21 @@ class Trainer {
       throw ValueError("Trainer: a learning-rate schedule needs an optimiser with set_lr() and lr() (Sgd, Adam, "
                        "Adadelta, OptimizerVariant)");
   }
+  /// `opt` with the options' parameter groups and gradient clipping (engines copy them to every
+  /// replica and device).
+  static Opt configured(Opt opt, const TrainerOptions& o) {
+    if constexpr (requires(Opt & x) {
+                    x.set_parameter_groups(std::vector<ParameterGroup>{});
+                    x.set_max_grad_norm(1.0);
+                  }) {
+      if (o.parameter_groups) opt.set_parameter_groups(parameter_groups<Net>(o.parameter_groups));
+      if (o.max_grad_norm != 0) opt.set_max_grad_norm(o.max_grad_norm);
+    } else if (o.parameter_groups || o.max_grad_norm != 0) {
+      throw ValueError("Trainer: parameter_groups and max_grad_norm need an optimiser with set_parameter_groups() and "
+                       "set_max_grad_norm() (cohort's optimisers derive them from detail::OptimizerBase)");
+    }
+    return opt;
+  }
   /// Sets the scheduled rate for the coming optimiser step (on every replica and device).
   void apply_lr_schedule() {
     // (Without set_lr, a schedule was refused at construction: schedulable_lr.)
@@ -395,19 +433,28 @@ class Trainer {
   }
   /// What the engine is built with; the settings every rank must share.
   static EngineOptions engine_options(const TrainerOptions& o) {
-    EngineOptions e{.seed = o.seed, .parallel = o.parallel, .loss_scale = o.loss_scale};
-    e.agreement = {detail::concat("batch_size: ", o.batch_size),
-                   detail::concat("accumulation_steps: ", o.accumulation_steps), detail::concat("seed: ", o.seed),
-                   detail::concat("shuffle: ", o.shuffle), detail::concat("max_steps: ", o.max_steps)};
+    EngineOptions e{.seed = o.seed, .parallel = o.parallel, .loss_scale = o.loss_scale, .loss = o.loss};
+    e.agreement = {
+        detail::concat("batch_size: ", o.batch_size),
+        detail::concat("accumulation_steps: ", o.accumulation_steps),
+        detail::concat("seed: ", o.seed),
+        detail::concat("shuffle: ", o.shuffle),
+        detail::concat("max_steps: ", o.max_steps),
+        detail::concat("max_grad_norm: ", detail::exact_text(o.max_grad_norm)),
+        detail::concat("parameter_groups: ", o.parameter_groups ? parameter_groups<Net>(o.parameter_groups).size() : 0),
+        detail::concat("label_smoothing: ", detail::exact_text(o.loss.label_smoothing)),
+        detail::concat("class_weights: ", detail::class_weights_text(o.loss.class_weights))};
     return e;
   }
   /// Progress and metrics come from rank 0 only.
   bool log_here() const noexcept { return opt_.log && engine_.rank() == 0; }
 
   /// Copies the samples at `idx` into the batch buffers of `slot` (no allocation once they are
-  /// sized).
+  /// sized). A training batch (`epoch` given) then goes through opt_.augment, each image as the
+  /// dataset sample it is (idx[i]) in that epoch.
   template <class Data>
-  void gather(const Data& data, std::span<const std::size_t> idx, std::size_t slot) {
+  void gather(const Data& data, std::span<const std::size_t> idx, std::size_t slot,
+              std::optional<std::uint64_t> epoch = std::nullopt) {
     auto& x = batch_x_[slot];
     auto& y = batch_y_[slot];
     x.resize(std::max(x.size(), idx.size() * input_shape::size));
@@ -417,33 +464,43 @@ class Trainer {
       std::copy(src, src + input_shape::size, x.data() + i * input_shape::size);
       y[i] = data.label(idx[i]);
     }
+    if (!epoch || opt_.augment.empty()) return;
+    if constexpr (input_shape::rank == 3) {
+      constexpr ImageDims shape{input_shape::extents[0], input_shape::extents[1], input_shape::extents[2]};
+      opt_.augment.apply_batch({x.data(), idx.size() * input_shape::size}, shape, idx, opt_.seed, *epoch);
+    } else {
+      throw ShapeError(detail::concat("Trainer: augmentation transforms images (C, H, W); the network's input is ",
+                                      input_shape::str()));
+    }
   }
 
-  bool prefetching() const noexcept { return !host_memory_backend<typename Parallel::backend> && opt_.prefetch; }
+  bool prefetching() const noexcept { return opt_.prefetch; }
 
   /// Batch b of this epoch (this process's `local` samples in order_) in a staging slot; returns
   /// the slot. When prefetching, batch b + 1 is then gathered into the other slot on the
   /// background thread while the caller trains on b. The slot it overwrites held batch b - 1,
-  /// whose step has returned, and a step returns only after its batch reached the device (the
-  /// loss is read back after the copy, on the same stream).
+  /// whose step has returned, and a step returns only after it has read its batch (CPU engines
+  /// read host memory synchronously; a device step's batch reached the device: the loss is read
+  /// back after the copy, on the same stream).
   template <class Data>
   std::size_t load_batch(const Data& data, std::size_t b, std::size_t batches, std::size_t local) {
     const auto indices = [this, local](std::size_t k) {
       const std::size_t first = k * opt_.batch_size;
       return std::span<const std::size_t>(order_.data() + first, std::min(opt_.batch_size, local - first));
     };
+    const std::uint64_t epoch = state_.epoch; // the augmentation's; constant while the epoch's batches load
     if (!prefetching()) {
-      gather(data, indices(b), 0);
+      gather(data, indices(b), 0, epoch);
       return 0;
     }
     const std::size_t slot = b % 2;
     if (prefetched_ == b)
       prefetcher_.wait();
     else
-      gather(data, indices(b), slot); // the epoch's first batch (or the first after resuming)
+      gather(data, indices(b), slot, epoch); // the epoch's first batch (or the first after resuming)
     prefetched_ = no_batch;
     if (b + 1 < batches) {
-      prefetcher_.submit([this, &data, indices, next = b + 1] { gather(data, indices(next), next % 2); });
+      prefetcher_.submit([this, &data, indices, epoch, next = b + 1] { gather(data, indices(next), next % 2, epoch); });
       prefetched_ = b + 1;
     }
     return slot;

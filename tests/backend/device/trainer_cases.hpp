@@ -55,6 +55,32 @@ TEST_CASE("device trainer: a learning-rate schedule reaches the device optimiser
           "same weights)") {
   check_schedule_by_hand<SingleDevice<Dev>, FullPrecision>(); // Trainer::set_lr reaches the device's optimiser
 }
+TEST_CASE("device trainer: parameter groups and gradient clipping reach the device optimiser") {
+  using Net = models::ModelB; // BatchNorm and biases: groups without decay
+  const Bands data(100, 1);
+  const auto run = [&]<class Policy>(std::type_identity<Policy>, bool recipe) {
+    TrainerOptions o{.batch_size = 24, .seed = 5, .max_steps = 8, .log = nullptr};
+    if (recipe) {
+      o.parameter_groups = for_norms_and_biases({.lr_scale = 0.5, .weight_decay = 0.0});
+      o.max_grad_norm = 0.5; // below the gradients' norm: every step clips
+    }
+    Trainer<Net, Sgd<>, Policy> t(Sgd({.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01}), o);
+    t.fit(data, 10);
+    return std::pair{std::vector<float>(t.parameters().values.begin(), t.parameters().values.end()),
+                     t.last_grad_norm()};
+  };
+  const auto [device, device_norm] = run(std::type_identity<SingleDevice<Dev>>{}, true);
+  const auto [plain, plain_norm] = run(std::type_identity<SingleDevice<Dev>>{}, false);
+  CHECK(device != plain);
+  CHECK(std::isnan(plain_norm));
+  CHECK(device_norm > 0.5);
+#if !defined(__CUDACC__) // CPU networks stay out of .cu files (layers_cases.hpp says why)
+  const auto [cpu, cpu_norm] = run(std::type_identity<SingleDevice<>>{}, true);
+  // As check_device_trainer's bound for model B (5e-5 of a tensor's largest value).
+  COHORT_CHECK_TENSORS_CLOSE(Net, device, cpu, 5e-5, "device-trained weights vs CPU-trained, groups and clipping");
+  CHECK(device_norm == doctest::Approx(cpu_norm).epsilon(1e-4));
+#endif
+}
 TEST_CASE("device trainer: learns and evaluates (model C, Adam)") {
   const Bands train(600, 2), test(200, 3);
   Trainer<models::ModelC, Adam<>, SingleDevice<Dev>> t(Adam({.lr = 1e-3, .eps = 1e-7}),

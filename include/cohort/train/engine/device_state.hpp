@@ -32,6 +32,7 @@ void state_to_host(Ctx& ctx, const DevParams& params, DevOpt& opt, HostParams& h
     ops::ElementwiseKernels<Backend>::download(ctx, dev_slots[i].values.data(), host_slots[i].values.data(),
                                                host_slots[i].values.size());
   host_opt.set_steps(opt.steps());
+  host_opt.set_last_grad_norm(opt.last_grad_norm());
 }
 
 /// The host copies (just loaded from a checkpoint) onto the device.
@@ -71,9 +72,11 @@ inline constexpr bool has_device_optimizer = requires {
 template <class Net, class Backend, class Opt, class Precision = FullPrecision>
 class DeviceReplica {
   // Every device engine holds DeviceReplicas: the one place to check the optimiser.
-  static_assert(has_device_optimizer<Opt, Backend>,
-                "Trainer: on a device backend the optimiser must be Sgd<>, Adam<> or Adadelta<> (an optimiser with "
-                "rebind_backend; OptimizerVariant is host-only)");
+  static_assert(
+      has_device_optimizer<Opt, Backend>,
+      "Trainer: on a device backend the optimiser must be Sgd<>, Adam<>, AdamW<>, RmsProp<> or Adadelta<> (an "
+      "optimiser with "
+      "rebind_backend; OptimizerVariant is host-only)");
   using K = ops::ElementwiseKernels<Backend>;
   using precision_type = DevicePrecision<Precision, Net, Backend>;
   using compute_type = typename precision_type::compute_type;
@@ -82,24 +85,31 @@ class DeviceReplica {
   using context = typename Backend::context;
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
-  DeviceReplica(const Opt& opt, const context& ctx, const LossScaleOptions& scaling = {})
-      : ctx_(ctx), prec_(scaling), opt_(opt.options()) {
+  DeviceReplica(const Opt& opt, const context& ctx, const LossScaleOptions& scaling = {},
+                const CrossEntropyOptions& loss = {})
+      : ctx_(ctx), prec_(scaling), loss_(make_loss<loss_type, Net::output_shape::size>(loss)), opt_(opt.options()) {
+    opt_.set_step_settings(opt.step_settings()); // parameter groups, gradient clipping
     opt_.set_context(ctx_);
     loss_.set_context(ctx_);
   }
 
   /// Forward, loss and backward on the host batch `x`; parameter gradients written into (or with
   /// `accumulate` added to) this replica's, scaled by `grad_scale` (and the loss scale);
-  /// `hook(layer)` as each layer's gradients are final (see Executor::backward). Returns the
-  /// mean loss.
+  /// `hook(layer)` as each layer's gradients are final (see Executor::backward); `denominator`:
+  /// what the loss is normalised by (0: the batch's own count or weight total; see ShardNorm).
+  /// Returns the loss.
   template <class Hook = NoHook>
   double train(const StepInfo& info, input_view x, std::span<const std::int32_t> labels, double grad_scale,
-               bool accumulate, Hook&& hook = {}) {
+               bool accumulate, Hook&& hook = {}, double denominator = 0) {
     return guarded("the training step", [&] {
       auto& p = prec_.compute(params_);
       const float* master = prec_.master_values(params_);
       const auto y = exec_.forward(ctx_, info, p, upload(x), master);
-      const double l = loss_.forward(y, labels, grad_scale * prec_.loss_factor());
+      double l = 0;
+      if constexpr (requires { loss_.forward(y, labels, grad_scale, denominator); })
+        l = loss_.forward(y, labels, grad_scale * prec_.loss_factor(), denominator);
+      else
+        l = loss_.forward(y, labels, grad_scale * prec_.loss_factor()); // NllLoss (make_loss refused options)
       exec_.backward(ctx_, p, grads_, loss_.backward(), {.accumulate = accumulate}, hook, master);
       return l;
     });
@@ -137,6 +147,7 @@ class DeviceReplica {
   std::size_t size() const noexcept { return params_.values.size(); }
   context& ctx() noexcept { return ctx_; }
   precision_type& precision() noexcept { return prec_; }
+  const auto& loss() const noexcept { return loss_; }
 
   /// Parameters and optimiser state into the host copies (the live running statistics
   /// included), and back.
@@ -196,12 +207,13 @@ class DeviceReplica {
     }
   }
 
+  using loss_type = default_loss_t<Net, compute_type, Backend>;
   context ctx_;
   Parameters<Net, float, Backend> params_; // the master (what the optimiser updates)
   precision_type prec_;
   Gradients<Net, compute_type, Backend> grads_; // float
   Executor<Net, compute_type, Backend> exec_;
-  default_loss_t<Net, compute_type, Backend> loss_;
+  loss_type loss_;
   typename Backend::template buffer<float> input_;
   typename Backend::template buffer<compute_type> input_compute_; // mixed precision only
   typename Backend::template buffer<float> scores_float_;         // mixed precision only

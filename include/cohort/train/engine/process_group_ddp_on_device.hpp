@@ -157,7 +157,7 @@ requires(!host_memory_backend<Backend> &&
     context ctx{};
     if constexpr (requires { ctx.device; }) ctx.device = o.parallel.device + comm_.local_rank();
     if constexpr (requires { ctx.activate(); }) ctx.activate(); // before anything allocates on the device
-    dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt, Precision>>(this->opt_, ctx, o.loss_scale);
+    dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt, Precision>>(this->opt_, ctx, o.loss_scale, o.loss);
     if (o.parallel.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
     reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(comm_, dev_->ctx(),
                                                                      plan_buckets<Net>(o.parallel.bucket_kib * 1024));
@@ -169,14 +169,21 @@ requires(!host_memory_backend<Backend> &&
     if (m.index == 0) comm_.begin_step(m.step);
     // The ranks' gradients are summed: each scales its mean by 1 / world (and by the micro-batch
     // share under accumulation), as the CPU engine does.
+    // With class weights every rank divides by the weight total of all ranks' labels instead.
+    const double total = step_weight_total<Net::output_shape::size>(dev_->loss(), labels, *this);
+    const double per_world = total > 0 ? double(world_) : 1.0; // the loss as a local mean
     const StepInfo info = train_step_info(seed_, m, rank_, world_, rank_ == 0);
-    const double scale = 1.0 / (double(world_) * double(m.count));
-    if (!m.last()) return dev_->train(info, x, labels, scale, m.index > 0);
+    const double scale = 1.0 / ((total > 0 ? 1.0 : double(world_)) * double(m.count));
+    if (!m.last()) return per_world * dev_->train(info, x, labels, scale, m.index > 0, NoHook{}, total);
     // The last micro-batch: each bucket's all-reduce starts as backward completes it.
     reduce_->begin(dev_->gradients());
-    const double local = dev_->train(info, x, labels, scale, m.index > 0, [&](std::size_t layer) {
-      if (const std::size_t b = bucket_of_layer_[layer]; b != no_bucket) reduce_->start(comm_, dev_->ctx(), b);
-    });
+    const double local = per_world * dev_->train(
+                                         info, x, labels, scale, m.index > 0,
+                                         [&](std::size_t layer) {
+                                           if (const std::size_t b = bucket_of_layer_[layer]; b != no_bucket)
+                                             reduce_->start(comm_, dev_->ctx(), b);
+                                         },
+                                         total);
     reduce_->finish(comm_, dev_->ctx());
     double loss = local / double(world_);
     comm_.allreduce_sum(&loss, 1, "the all-reduce of the loss");

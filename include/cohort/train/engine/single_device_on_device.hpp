@@ -46,7 +46,7 @@ requires(!host_memory_backend<Backend> &&
   TrainEngine(Opt opt, const EngineOptions& o)
       : base(std::move(opt), o.seed), seed_(o.seed),
         // The context first makes the device current: the replica's members allocate on it.
-        replica_(this->opt_, make_context(o.parallel.device), o.loss_scale) {
+        replica_(this->opt_, make_context(o.parallel.device), o.loss_scale, o.loss) {
     replica_.load_parameters(this->host_);
   }
 

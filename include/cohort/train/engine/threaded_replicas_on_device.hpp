@@ -66,7 +66,7 @@ requires(!host_memory_backend<Backend> &&
       if constexpr (requires { ctx[r].device; }) ctx[r].device = o.parallel.device + int(r);
     on_threads([&](std::size_t r) { // allocate on the replica's own device
       activate(ctx[r]);
-      replicas_[r] = std::make_unique<replica_type>(this->opt_, ctx[r], o.loss_scale);
+      replicas_[r] = std::make_unique<replica_type>(this->opt_, ctx[r], o.loss_scale, o.loss);
       replicas_[r]->load_parameters(this->host_);
     });
     if (o.parallel.deterministic)
@@ -79,6 +79,7 @@ requires(!host_memory_backend<Backend> &&
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
     const std::size_t n = labels.size();
+    const double weights = step_weight_total<Net::output_shape::size>(replicas_[0]->loss(), labels, *this);
     std::vector<double> loss(n_, 0.0);
     if (m.last()) {
       std::vector<float*> grads(n_);
@@ -91,18 +92,22 @@ requires(!host_memory_backend<Backend> &&
         if (m.index == 0) d.zero_grad();
         return;
       }
-      const double share = double(count) / double(n);
+      const ShardNorm s = shard_norm(count, n, weights);
       const StepInfo info = train_step_info(seed_, m, begin, 1, r == 0);
       const input_view shard{x.data() + begin * in_size, count};
       const auto shard_labels = labels.subspan(begin, count);
       if (!m.last()) {
-        loss[r] = share * d.train(info, shard, shard_labels, share / double(m.count), m.index > 0);
+        loss[r] = s.share *
+                  d.train(info, shard, shard_labels, s.share / double(m.count), m.index > 0, NoHook{}, s.denominator);
         return;
       }
-      loss[r] =
-          share * d.train(info, shard, shard_labels, share / double(m.count), m.index > 0, [&](std::size_t layer) {
-            if (const std::size_t b = bucket_of_layer_[layer]; b != no_bucket) reduce_->start(r, d.ctx(), b);
-          });
+      loss[r] = s.share * d.train(
+                              info, shard, shard_labels, s.share / double(m.count), m.index > 0,
+                              [&](std::size_t layer) {
+                                if (const std::size_t b = bucket_of_layer_[layer]; b != no_bucket)
+                                  reduce_->start(r, d.ctx(), b);
+                              },
+                              s.denominator);
     });
     if (m.last()) {
       on_each([&](std::size_t r, replica_type& d) {
