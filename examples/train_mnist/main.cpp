@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
   app.add_option("--resume", o.resume, "continue exactly where the checkpoint FILE stopped");
   app.add_option("--max-steps", o.max_steps, "stop after this many optimiser steps in all (0: no limit)");
   app.add_flag("--no-shuffle", o.no_shuffle, "visit the training set in file order");
+  app.add_flag("--no-prefetch", o.no_prefetch,
+               "gather (and augment) each batch on the training threads instead of a background thread");
   app.add_option("--repeat", o.repeat, "repeat the training set this many times per epoch (seed 003's 1x/4x/8x)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--log-interval", o.log_interval, "print a progress line every N steps (0: never)");

@@ -23,6 +23,7 @@ struct TrainMnistOptions {
   std::string metrics, save, init_from, resume;
   std::uint64_t max_steps = 0;
   bool no_shuffle = false;
+  bool no_prefetch = false; // gather batches on the training threads, not on a background one
   std::size_t repeat = 1;
   std::size_t log_interval = 10;
   std::size_t eval_batch_size = 1000;

@@ -46,6 +46,7 @@ int train(const TrainMnistOptions& o, Opt opt) {
   to.eval_batch_size = o.eval_batch_size;
   to.seed = o.seed;
   to.shuffle = !o.no_shuffle;
+  to.prefetch = !o.no_prefetch;
   to.log_interval = o.log_interval;
   to.max_steps = o.max_steps;
   to.metrics = o.metrics;
