@@ -92,7 +92,9 @@ int main(int argc, char** argv) {
       "--lr-schedule", o.lr_schedule,
       "learning-rate schedule, torch's values: step,step_size=N,gamma=G | multistep,milestones=A/B,gamma=G | "
       "constant,factor=F,total_iters=N | cosine,warmup=N,start_factor=F,t_max=N,eta_min=E | "
-      "onecycle,max_lr=L,total_steps=N[,pct_start=P,anneal=cos|linear,div_factor=D,final_div_factor=F]");
+      "onecycle,max_lr=L,total_steps=N[,pct_start=P,anneal=cos|linear,div_factor=D,final_div_factor=F,"
+      "three_phase=0|1,cycle_momentum=0|1,base_momentum=M,max_momentum=M] (OneCycle cycles the momentum by default, "
+      "as torch's)");
   app.add_flag("--schedule-per-step", o.schedule_per_step,
                "advance the schedule every optimiser step (OneCycle's use), not every epoch");
   app.add_option("--augment", o.augment,

@@ -19,18 +19,24 @@ namespace {
 struct Case {
   std::string spec;
   double base;
-  std::vector<double> rates;
+  std::vector<double> rates, momenta; // momenta: OneCycleLR cycling the momentum
 };
+std::vector<double> numbers(const std::string& text) {
+  std::vector<double> out;
+  std::istringstream values(text);
+  for (std::string v; values >> v;) out.push_back(std::strtod(v.c_str(), nullptr));
+  return out;
+}
 std::vector<Case> read_cases() {
   std::ifstream in(std::string(COHORT_FIXTURE_DIR) + "/lr_schedules.txt");
   REQUIRE_MESSAGE(in.good(), "missing tests/reference/fixtures/lr_schedules.txt");
   std::vector<Case> cases;
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line[0] == '#') continue;
-    const auto a = line.find('|'), b = line.find('|', a + 1);
-    Case c{line.substr(0, a), std::strtod(line.substr(a + 1, b - a - 1).c_str(), nullptr), {}};
-    std::istringstream values(line.substr(b + 1));
-    for (std::string v; values >> v;) c.rates.push_back(std::strtod(v.c_str(), nullptr));
+    const auto a = line.find('|'), b = line.find('|', a + 1), m = line.find('|', b + 1);
+    Case c{line.substr(0, a), std::strtod(line.substr(a + 1, b - a - 1).c_str(), nullptr), {}, {}};
+    c.rates = numbers(line.substr(b + 1, m == std::string::npos ? std::string::npos : m - b - 1));
+    if (m != std::string::npos) c.momenta = numbers(line.substr(m + 1));
     cases.push_back(std::move(c));
   }
   return cases;
@@ -39,14 +45,22 @@ std::vector<Case> read_cases() {
 
 TEST_CASE("LrSchedule: every rate equals torch.optim.lr_scheduler's, bit for bit") {
   const auto cases = read_cases();
-  REQUIRE(cases.size() == 12);
+  REQUIRE(cases.size() == 14);
+  std::size_t cycled = 0;
   for (const Case& c : cases) {
     const LrSchedule s = LrSchedule::parse(c.spec);
     for (std::size_t t = 0; t < c.rates.size(); ++t) {
       INFO(c.spec << " base " << c.base << " after " << t << " steps");
       CHECK(s.lr(c.base, t) == c.rates[t]); // exact: the same double operations in the same order
+      // OneCycleLR's momentum (torch's cycle_momentum, on by default), the same way; none else.
+      if (c.momenta.empty())
+        CHECK(!s.momentum(t));
+      else
+        CHECK(s.momentum(t) == c.momenta[t]);
     }
+    cycled += !c.momenta.empty();
   }
+  CHECK(cycled == 4);
 }
 
 TEST_CASE(

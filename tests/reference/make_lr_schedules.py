@@ -5,6 +5,7 @@ gives for the schedules cohort::LrSchedule replicates (tests/optim/lr_schedule.c
 
 One line per case: `spec|base_lr|lr_0 lr_1 ... lr_T`, lr_t being param_groups[0]["lr"] after
 constructing the scheduler and calling step() t times; repr() floats, which read back exactly.
+OneCycleLR cases that cycle the momentum add `|m_0 ... m_T`, param_groups[0]["momentum"].
 """
 import os
 import warnings
@@ -32,13 +33,16 @@ def build(spec, opt):
                             pct_start=float(kv.get("pct_start", 0.3)), anneal_strategy=kv.get("anneal", "cos"),
                             div_factor=float(kv.get("div_factor", 25.0)),
                             final_div_factor=float(kv.get("final_div_factor", 1e4)),
-                            three_phase=bool(int(kv.get("three_phase", 0))), cycle_momentum=False)
+                            three_phase=bool(int(kv.get("three_phase", 0))),
+                            cycle_momentum=bool(int(kv.get("cycle_momentum", 1))),
+                            base_momentum=float(kv.get("base_momentum", 0.85)),
+                            max_momentum=float(kv.get("max_momentum", 0.95)))
     raise ValueError(spec)
 
 
 def fresh(base, spec):
     p = torch.nn.Parameter(torch.zeros(1))
-    opt = torch.optim.SGD([p], lr=base)
+    opt = torch.optim.SGD([p], lr=base, momentum=0.9)  # momentum: what OneCycleLR cycles
     if spec.startswith("cosine") and "warmup=" in spec and "warmup=0" not in spec:
         # SequentialLR's documented use: LinearLR and CosineAnnealingLR built on the optimiser first.
         kind, *pairs = spec.split(",")
@@ -64,6 +68,8 @@ CASES = [
     ("onecycle,max_lr=0.1,total_steps=100", 0.0, 100),
     ("onecycle,max_lr=0.3,total_steps=50,pct_start=0.25,anneal=linear,div_factor=10,final_div_factor=100", 0.0, 50),
     ("onecycle,max_lr=0.05,total_steps=40,three_phase=1", 0.0, 40),
+    ("onecycle,max_lr=0.1,total_steps=30,anneal=linear,base_momentum=0.8,max_momentum=0.9", 0.0, 30),
+    ("onecycle,max_lr=0.1,total_steps=20,cycle_momentum=0", 0.0, 20),
 ]
 
 
@@ -73,11 +79,16 @@ def main():
     for spec, base, steps in CASES:
         opt, sched = fresh(base, spec)
         values = [opt.param_groups[0]["lr"]]
+        momenta = [opt.param_groups[0]["momentum"]]
         for _ in range(steps):
             opt.step()
             sched.step()
             values.append(opt.param_groups[0]["lr"])
-        lines.append(f"{spec}|{base!r}|" + " ".join(repr(float(v)) for v in values))
+            momenta.append(opt.param_groups[0]["momentum"])
+        line = f"{spec}|{base!r}|" + " ".join(repr(float(v)) for v in values)
+        if spec.startswith("onecycle") and "cycle_momentum=0" not in spec:
+            line += "|" + " ".join(repr(float(m)) for m in momenta)
+        lines.append(line)
     out = os.path.join(HERE, "fixtures", "lr_schedules.txt")
     with open(out, "w") as f:
         f.write(f"# torch {torch.__version__}: tests/reference/make_lr_schedules.py\n")

@@ -176,4 +176,24 @@ TEST_CASE("Trainer: a learning-rate schedule sets every step's rate (per epoch o
   cycling.fit(data, 3);
   CHECK(cycling.step() == 15);
   CHECK(cycling.optimizer().lr() == one_cycle.lr(0.05, 14));
+  // torch's OneCycleLR cycles the momentum too (0.95 -> 0.85 -> 0.95 by default): stopped
+  // mid-cycle, the last step ran at the schedule's momentum for step 14, not the initial 0.95.
+  TrainerOptions mid_cycle = per_step;
+  mid_cycle.lr_schedule = LrSchedule::parse("onecycle,max_lr=0.1,total_steps=30");
+  Trainer<Net, Sgd<>> momentum_cycling(Sgd({.lr = 0.05, .momentum = 0.9}), mid_cycle);
+  momentum_cycling.fit(data, 3);
+  CHECK(momentum_cycling.optimizer().options().momentum == *mid_cycle.lr_schedule.momentum(14));
+  CHECK(*mid_cycle.lr_schedule.momentum(14) < 0.94);
+  // An optimiser without momentum is refused at construction, as torch's OneCycleLR does.
+  using AdadeltaTrainer = Trainer<Net, Adadelta<>>;
+  CHECK_THROWS_WITH_AS(AdadeltaTrainer(Adadelta<>{}, per_step),
+                       "Trainer: the learning-rate schedule cycles the momentum, and Adadelta has none (torch's "
+                       "OneCycleLR refuses it too): add cycle_momentum=0",
+                       ValueError);
+  per_step.lr_schedule = LrSchedule::parse("onecycle,max_lr=0.1,total_steps=15,cycle_momentum=0");
+  AdadeltaTrainer adadelta(Adadelta<>{}, per_step);
+  CHECK_THROWS_AS(Sgd({.lr = 0.1}).set_momentum(0.9), ValueError); // no buffer to cycle
+  Adam<> adam;
+  adam.set_momentum(0.85);
+  CHECK(adam.options().beta1 == 0.85);
 }

@@ -137,6 +137,12 @@ class AdamFamily : public OptimizerBase<Derived, Backend> {
     opt_.lr = lr;
   }
   double lr() const noexcept { return opt_.lr; }
+  /// beta1 of the next steps: what OneCycleLR's cycle_momentum sets (torch's betas[0]); the
+  /// bias correction uses the current beta1, as torch's does.
+  void set_momentum(double beta1) {
+    require(beta1 >= 0 && beta1 < 1, Derived::name.data(), "beta1", beta1, "in [0, 1)");
+    opt_.beta1 = beta1;
+  }
   std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {
     if (params) ensure_state(params);
     std::vector<OptimizerSlot<T>> out{{"exp_avg", state_span(exp_avg_)}, {"exp_avg_sq", state_span(exp_avg_sq_)}};

@@ -20,8 +20,9 @@
 ///   cosine      SequentialLR(LinearLR(start_factor, 1, warmup), CosineAnnealingLR(t_max, eta_min),
 ///               milestones=[warmup]); warmup=0 is CosineAnnealingLR alone
 ///   onecycle    OneCycleLR(max_lr, total_steps, pct_start, anneal cos|linear, div_factor,
-///               final_div_factor, three_phase); the learning rate only (torch also cycles momentum
-///               by default: cycle_momentum=False is the equivalent)
+///               final_div_factor, three_phase, cycle_momentum, base_momentum, max_momentum);
+///               as torch by default it also cycles the momentum (SGD's and RMSprop's momentum,
+///               Adam's and AdamW's beta1) between max_momentum and base_momentum: momentum(t)
 ///
 /// Spec strings name the kind, then key=value pairs: "cosine,warmup=5,start_factor=0.1,t_max=95".
 
@@ -31,6 +32,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <numbers>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -67,6 +69,9 @@ struct OneCycleLR {
   double div_factor = 25.0;
   double final_div_factor = 1e4;
   bool three_phase = false;
+  /// torch's cycle_momentum: the momentum runs max -> base while the rate rises, back after.
+  bool cycle_momentum = true;
+  double base_momentum = 0.85, max_momentum = 0.95;
 };
 
 namespace detail {
@@ -90,6 +95,13 @@ class LrSchedule {
   /// constructing the scheduler and calling step() t times), for base rate `base`.
   double lr(double base, std::uint64_t t) const {
     return std::visit([&](const auto& s) { return rate(s, base, t); }, kind_);
+  }
+  /// The momentum the schedule sets after `t` steps (torch's group["momentum"], or betas[0] for
+  /// Adam), if it sets one: OneCycleLR with cycle_momentum.
+  std::optional<double> momentum(std::uint64_t t) const {
+    if (const auto* s = std::get_if<OneCycleLR>(&kind_); s && s->cycle_momentum)
+      return one_cycle(*s, t, s->max_momentum, s->base_momentum, s->max_momentum, s->max_momentum);
+    return std::nullopt;
   }
   bool empty() const noexcept { return std::holds_alternative<std::monostate>(kind_); }
   const Kind& kind() const noexcept { return kind_; }
@@ -152,20 +164,25 @@ class LrSchedule {
     return lr;
   }
   static double rate(const OneCycleLR& s, double, std::uint64_t t) {
+    const double initial = s.max_lr / s.div_factor, min_lr = initial / s.final_div_factor;
+    return one_cycle(s, t, initial, s.max_lr, initial, min_lr);
+  }
+  /// OneCycleLR's annealing at step t through its phases' values: `a` -> `b` in phase 1, then
+  /// (two phases) `b` -> `d`, or (three) `b` -> `c` -> `d`. The rate runs initial -> max_lr ->
+  /// (initial ->) min_lr; the momentum max -> base -> (max ->) max: torch's phase table.
+  static double one_cycle(const OneCycleLR& s, std::uint64_t t, double a, double b, double c, double d) {
     constexpr double pi = std::numbers::pi;
     if (t > s.total_steps)
       throw ValueError(detail::concat("OneCycleLR: step ", t, " is past total_steps ", s.total_steps,
                                       " (torch raises here too: the cycle has ended)"));
-    const double initial = s.max_lr / s.div_factor, min_lr = initial / s.final_div_factor;
     const double total = double(s.total_steps);
     struct Phase {
-      double end_step, start_lr, end_lr;
+      double end_step, start, end;
     };
     const double end1 = detail::schedule_rounded(s.pct_start * total) - 1.0;
-    const Phase two[] = {{end1, initial, s.max_lr}, {total - 1.0, s.max_lr, min_lr}};
-    const Phase three[] = {{end1, initial, s.max_lr},
-                           {detail::schedule_rounded(2.0 * s.pct_start * total) - 2.0, s.max_lr, initial},
-                           {total - 1.0, initial, min_lr}};
+    const Phase two[] = {{end1, a, b}, {total - 1.0, b, d}};
+    const Phase three[] = {
+        {end1, a, b}, {detail::schedule_rounded(2.0 * s.pct_start * total) - 2.0, b, c}, {total - 1.0, c, d}};
     const Phase* phases = s.three_phase ? three : two;
     const std::size_t count = s.three_phase ? 3 : 2;
     const double step = double(t);
@@ -174,13 +191,12 @@ class LrSchedule {
       const Phase& p = phases[i];
       if (step <= p.end_step || i + 1 == count) {
         const double pct = (step - start_step) / (p.end_step - start_step);
-        if (s.cosine)
-          return p.end_lr + detail::schedule_rounded((p.start_lr - p.end_lr) / 2.0 * (std::cos(pi * pct) + 1.0));
-        return detail::schedule_rounded((p.end_lr - p.start_lr) * pct) + p.start_lr;
+        if (s.cosine) return p.end + detail::schedule_rounded((p.start - p.end) / 2.0 * (std::cos(pi * pct) + 1.0));
+        return detail::schedule_rounded((p.end - p.start) * pct) + p.start;
       }
       start_step = p.end_step;
     }
-    return min_lr; // not reached
+    return d; // not reached
   }
 };
 
@@ -293,6 +309,12 @@ inline LrSchedule LrSchedule::parse(std::string_view spec) {
               s.final_div_factor = num();
             else if (key == "three_phase")
               s.three_phase = count() != 0;
+            else if (key == "cycle_momentum")
+              s.cycle_momentum = count() != 0;
+            else if (key == "base_momentum")
+              s.base_momentum = num();
+            else if (key == "max_momentum")
+              s.max_momentum = num();
             else
               known = false;
           }

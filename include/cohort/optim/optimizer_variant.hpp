@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cohort/backend/cpu/thread_pool.hpp"
+#include "cohort/core/error.hpp"
 #include "cohort/optim/optimizer.hpp"
 
 namespace cohort {
@@ -67,6 +68,19 @@ class OptimizerVariant {
   /// The held optimiser's learning rate (LrSchedule).
   void set_lr(double lr) {
     std::visit([lr](auto& o) { o.set_lr(lr); }, held_);
+  }
+  /// The held optimiser's momentum (OneCycleLR's cycle_momentum); a ValueError for one without
+  /// (Adadelta), as torch's OneCycleLR refuses it.
+  void set_momentum(double m) {
+    std::visit(
+        [m](auto& o) {
+          if constexpr (requires { o.set_momentum(m); })
+            o.set_momentum(m);
+          else
+            throw ValueError(detail::concat(std::remove_cvref_t<decltype(o)>::name,
+                                            " has no momentum to cycle (OneCycleLR: cycle_momentum=0)"));
+        },
+        held_);
   }
   double lr() const {
     return std::visit([](const auto& o) { return o.lr(); }, held_);

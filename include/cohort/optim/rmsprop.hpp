@@ -138,6 +138,14 @@ class RmsProp : public detail::OptimizerBase<RmsProp<T, Backend>, Backend> {
     opt_.lr = lr;
   }
   double lr() const noexcept { return opt_.lr; }
+  /// The momentum of the next steps (OneCycleLR's cycle_momentum: LrSchedule::momentum). Only
+  /// for an RMSprop built with momentum: its buffer is state from the first step on.
+  void set_momentum(double m) {
+    detail::require(opt_.momentum > 0, "RMSprop", "momentum to cycle from", opt_.momentum,
+                    "> 0 at construction (an RMSprop without momentum has no buffer)");
+    detail::require(m > 0, "RMSprop", "momentum", m, "> 0 (with momentum at construction)");
+    opt_.momentum = m;
+  }
   /// torch's state names: square_avg, momentum_buffer (momentum > 0), grad_avg (centred).
   std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {
     if (params) ensure_state(params);

@@ -100,6 +100,14 @@ class Sgd : public detail::OptimizerBase<Sgd<T, Backend>, Backend> {
     opt_.lr = lr;
   }
   double lr() const noexcept { return opt_.lr; }
+  /// The momentum of the next steps (OneCycleLR's cycle_momentum: LrSchedule::momentum). Only
+  /// for an SGD built with momentum: its buffer is state from the first step on.
+  void set_momentum(double m) {
+    detail::require(opt_.momentum > 0, "SGD", "momentum to cycle from", opt_.momentum,
+                    "> 0 at construction (an SGD without momentum has no buffer)");
+    detail::require(m > 0, "SGD", "momentum", m, "> 0 (with momentum at construction)");
+    opt_.momentum = m;
+  }
   /// State for checkpoints: "momentum_buffer" when momentum is on. Allocates it if missing so
   /// that a checkpoint can be loaded into a fresh optimiser.
   std::vector<OptimizerSlot<T>> slots(std::size_t params = 0) {

@@ -201,6 +201,15 @@ class Trainer {
     else
       engine_.optimizer().set_lr(lr);
   }
+  /// The momentum of the next steps (SGD's and RMSprop's momentum, Adam's beta1), wherever the
+  /// optimiser runs: what a OneCycleLR schedule cycles.
+  void set_momentum(double m) requires requires(Opt& x) { x.set_momentum(0.9); }
+  {
+    if constexpr (requires(engine_type & e) { e.set_momentum(m); })
+      engine_.set_momentum(m);
+    else
+      engine_.optimizer().set_momentum(m);
+  }
   /// The global gradient norm before clipping at the last optimiser step (NaN without
   /// clipping): clip_grad_norm_'s return value.
   double last_grad_norm() requires requires(Opt& x) { x.last_grad_norm(); }
@@ -417,14 +426,29 @@ class Trainer {
       throw ValueError("Trainer: parameter_groups and max_grad_norm need an optimiser with set_parameter_groups() and "
                        "set_max_grad_norm() (cohort's optimisers derive them from detail::OptimizerBase)");
     }
+    // A schedule that cycles the momentum sets it now, as torch's OneCycleLR does when built:
+    // an optimiser without one fails here, before any data is read.
+    if (const auto m = o.lr_schedule.momentum(0)) {
+      if constexpr (requires(Opt & x) { x.set_momentum(0.9); })
+        opt.set_momentum(*m);
+      else
+        throw ValueError(detail::concat("Trainer: the learning-rate schedule cycles the momentum, and ",
+                                        optimizer_name(opt),
+                                        " has none (torch's OneCycleLR refuses it too): add cycle_momentum=0"));
+    }
     return opt;
   }
   /// Sets the scheduled rate for the coming optimiser step (on every replica and device).
   void apply_lr_schedule() {
     // (Without set_lr, a schedule was refused at construction: schedulable_lr.)
     if constexpr (requires(Opt & x) { x.set_lr(1.0); })
-      if (!opt_.lr_schedule.empty())
-        set_lr(opt_.lr_schedule.lr(base_lr_, opt_.schedule_per_step ? state_.step : state_.epoch));
+      if (!opt_.lr_schedule.empty()) {
+        const std::uint64_t t = opt_.schedule_per_step ? state_.step : state_.epoch;
+        set_lr(opt_.lr_schedule.lr(base_lr_, t));
+        // (A momentum schedule without set_momentum was refused at construction: configured.)
+        if constexpr (requires(Opt & x) { x.set_momentum(0.9); })
+          if (const auto m = opt_.lr_schedule.momentum(t)) set_momentum(*m);
+      }
   }
 
   static TrainerOptions&& checked(TrainerOptions& o) {

@@ -81,6 +81,27 @@ TEST_CASE("device trainer: parameter groups and gradient clipping reach the devi
   CHECK(device_norm == doctest::Approx(cpu_norm).epsilon(1e-4));
 #endif
 }
+TEST_CASE("device trainer: OneCycleLR's momentum reaches the device optimiser") {
+  using Net = models::ModelB;
+  const Bands data(100, 1);
+  const auto run = [&]<class Policy>(std::type_identity<Policy>, const char* schedule) {
+    TrainerOptions o{.batch_size = 24, .seed = 5, .max_steps = 10, .log = nullptr};
+    o.lr_schedule = LrSchedule::parse(schedule);
+    o.schedule_per_step = true;
+    Trainer<Net, Sgd<>, Policy> t(Sgd({.lr = 0.05, .momentum = 0.9}), o);
+    t.fit(data, 10);
+    return std::vector<float>(t.parameters().values.begin(), t.parameters().values.end());
+  };
+  constexpr const char* cycling = "onecycle,max_lr=0.1,total_steps=10,base_momentum=0.5,max_momentum=0.95";
+  const auto device = run(std::type_identity<SingleDevice<Dev>>{}, cycling);
+  CHECK(device != run(std::type_identity<SingleDevice<Dev>>{},
+                      "onecycle,max_lr=0.1,total_steps=10,cycle_momentum=0")); // the momentum matters
+#if !defined(__CUDACC__) // CPU networks stay out of .cu files (layers_cases.hpp says why)
+  // As check_device_trainer's bound for model B (5e-5 of a tensor's largest value).
+  COHORT_CHECK_TENSORS_CLOSE(Net, device, run(std::type_identity<SingleDevice<>>{}, cycling), 5e-5,
+                             "device-trained weights vs CPU-trained, momentum cycled");
+#endif
+}
 TEST_CASE("device trainer: learns and evaluates (model C, Adam)") {
   const Bands train(600, 2), test(200, 3);
   Trainer<models::ModelC, Adam<>, SingleDevice<Dev>> t(Adam({.lr = 1e-3, .eps = 1e-7}),

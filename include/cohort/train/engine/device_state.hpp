@@ -161,6 +161,7 @@ class DeviceReplica {
   }
   /// The device optimiser's learning rate (a schedule's).
   void set_lr(double lr) { opt_.set_lr(lr); }
+  void set_momentum(double m) { opt_.set_momentum(m); }
   template <class HostParams, class HostOpt>
   void from_host(const HostParams& host, HostOpt& host_opt) {
     activate();
@@ -246,6 +247,11 @@ class DeviceEngineBase {
   void set_lr(double lr) {
     opt_.set_lr(lr);
     self().for_each_replica([&](auto& d) { d.set_lr(lr); });
+  }
+  /// A schedule's momentum (OneCycleLR): the host optimiser's and every device's.
+  void set_momentum(double m) {
+    opt_.set_momentum(m);
+    self().for_each_replica([&](auto& d) { d.set_momentum(m); });
   }
   /// The host parameters and optimiser state were loaded (or received): every replica takes them.
   void after_load() {
