@@ -9,6 +9,12 @@ train_loss, test_accuracy) and a final line with the test accuracy.
 
 --lr2/--lr2-from: the learning rate from that epoch on (a one-step schedule, which
 train_mnist gets with --resume and a new --lr).
+
+--recipe: issue 17's ResNet recipe, as bench/resnet_recipe.sh gives it to train_mnist: SGD with
+Nesterov momentum, weight decay only on tensors of rank >= 2 that are not biases,
+SequentialLR(LinearLR(0.1, 1 epoch), CosineAnnealingLR(epochs - 1)) stepped per epoch, label
+smoothing 0.1, RandomCrop(28, padding=2) (a raw 0 pixel, normalised) + RandomHorizontalFlip,
+clip_grad_norm_(5).
 """
 import argparse
 import gzip
@@ -48,7 +54,21 @@ def load(data_dir):
     norm = lambda a: torch.from_numpy((a - mean) / std).unsqueeze(1)  # noqa: E731
     ytr = torch.from_numpy(read_idx(find(data_dir, "train-labels-idx1-ubyte")).astype(np.int64))
     yte = torch.from_numpy(read_idx(find(data_dir, "t10k-labels-idx1-ubyte")).astype(np.int64))
-    return norm(tr), ytr, norm(te), yte
+    return norm(tr), ytr, norm(te), yte, (0.0 - mean) / std
+
+
+def crop_and_flip(x, pad_value, padding, g):
+    """RandomCrop(H, padding) + RandomHorizontalFlip() per sample on a normalised (N, 1, H, W) batch."""
+    n, _, h, w = x.shape
+    padded = F.pad(x, (padding,) * 4, value=pad_value)
+    dy = torch.randint(0, 2 * padding + 1, (n,), generator=g)
+    dx = torch.randint(0, 2 * padding + 1, (n,), generator=g)
+    flip = torch.rand(n, generator=g) < 0.5
+    out = torch.empty_like(x)
+    for i in range(n):
+        img = padded[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w]
+        out[i] = img.flip(-1) if flip[i] else img
+    return out
 
 
 def main():
@@ -70,14 +90,26 @@ def main():
     ap.add_argument("--warmup", type=int, default=0,
                     help="steps of the first epoch left out of samples_per_s (torch.compile's compilation)")
     ap.add_argument("--no-eval", action="store_true", help="skip the test set (throughput windows)")
+    ap.add_argument("--recipe", action="store_true", help="issue 17's ResNet recipe (see the file comment)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    xtr, ytr, xte, yte = load(a.data_dir)
+    xtr, ytr, xte, yte, pad_value = load(a.data_dir)
     fmt = torch.channels_last if a.layout == "channels_last" else torch.contiguous_format
     net = resnet20().to(memory_format=fmt)
-    if a.optimizer == "sgd":
+    scheduler, smoothing, clip = None, 0.0, None
+    if a.recipe:
+        decay, no_decay = [], []
+        for name, p in net.named_parameters():
+            (no_decay if p.ndim <= 1 or name.endswith(".bias") else decay).append(p)
+        opt = torch.optim.SGD([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}], lr=a.lr,
+                              momentum=a.momentum, nesterov=True, weight_decay=5e-4)
+        S = torch.optim.lr_scheduler
+        scheduler = S.SequentialLR(opt, [S.LinearLR(opt, start_factor=0.1, total_iters=1),
+                                         S.CosineAnnealingLR(opt, T_max=a.epochs - 1)], milestones=[1])
+        smoothing, clip = 0.1, 5.0
+    elif a.optimizer == "sgd":
         opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
     else:
         opt = torch.optim.Adam(net.parameters(), lr=a.lr, eps=1e-7, weight_decay=a.weight_decay)
@@ -85,8 +117,10 @@ def main():
 
     def train_step(x, y):
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        loss = F.cross_entropy(model(x), y, label_smoothing=smoothing)
         loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
         opt.step()
         return loss.detach()
 
@@ -110,7 +144,8 @@ def main():
         t0, samples, loss_sum, n = time.perf_counter(), 0, 0.0, 0
         for b in range(0, len(order), a.batch_size):
             idx = order[b:b + a.batch_size]
-            loss_sum += float(train_step(xtr[idx].contiguous(memory_format=fmt), ytr[idx]))
+            x = crop_and_flip(xtr[idx], pad_value, 2, g) if a.recipe else xtr[idx]
+            loss_sum += float(train_step(x.contiguous(memory_format=fmt), ytr[idx]))
             samples += len(idx)
             n += 1
             steps += 1
@@ -123,6 +158,8 @@ def main():
         print(json.dumps({"framework": "pytorch", "torch": torch.__version__, **config, "epoch": epoch,
                           "seconds": seconds, "steps": n, "samples_per_s": samples / seconds,
                           "train_loss": loss_sum / max(n, 1), "test_accuracy": acc}), flush=True)
+        if scheduler:
+            scheduler.step()
         if a.max_steps and steps >= a.max_steps:
             break
     if not a.no_eval:
