@@ -13,6 +13,7 @@
 ///
 /// Requires the CCCL headers (Thrust, libcu++): the CUDA Toolkit's include/cccl.
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -20,6 +21,7 @@
 
 #include "cohort/backend/device/activation.hpp"
 #include "cohort/backend/device/batch_norm.hpp"
+#include "cohort/backend/device/caching_allocator.hpp"
 #include "cohort/backend/device/conv2d.hpp"
 #include "cohort/backend/device/device_buffer.hpp"
 #include "cohort/backend/device/elementwise.hpp"
@@ -33,9 +35,13 @@
 
 namespace cohort {
 
-/// Run-time state of the ThrustDevice kernels: none beyond Thrust's default device policy.
+/// Run-time state of the ThrustDevice kernels: Thrust's device policy with a cache for the
+/// algorithms' temporary storage. Copies of a context (the replica's, its loss's and optimiser's)
+/// share the cache; a default-constructed context has its own.
 struct ThrustDeviceContext {
-  const auto& policy() const noexcept { return thrust::device; }
+  std::shared_ptr<device::CachingAllocator> temporaries = std::make_shared<device::CachingAllocator>();
+
+  auto policy() const noexcept { return thrust::device(*temporaries); }
   template <class In, class Out>
   void gemm(const device::GemmArgs<In, Out>& g) const {
     device::thrust_gemm(policy(), g);

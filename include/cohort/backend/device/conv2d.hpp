@@ -115,13 +115,15 @@ struct Conv2dKernels {
   using context = typename Backend::context;
 
   /// The patch matrix of the last forward pass (backward reuses it) and the channel-major
-  /// scratch both passes permute through.
+  /// scratch both passes permute through. Each is written whole (im2col, a permute, a GEMM with
+  /// beta 0) before it is read, so they are sized without zeroing: scratch alternates between
+  /// two sizes within every step, and a zeroing resize would fill its larger size each time.
   template <class G, class T>
   struct workspace {
     DeviceBuffer<T> cols;                   // (patch, batch * out_plane)
-    DeviceBuffer<accumulator_t<T>> scratch; // forward Yt / backward dcols
+    DeviceBuffer<accumulator_t<T>> scratch; // forward Yt (OutC, N*P) / backward dcols (patch, N*P)
     DeviceBuffer<T> dyt;                    // (OutC, batch * out_plane)
-    void reserve(std::size_t batch) { cols.resize(G::patch * batch * G::out_plane); }
+    void reserve(std::size_t batch) { cols.resize_uninitialized(G::patch * batch * G::out_plane); }
   };
 
   template <class G, class T>
@@ -135,7 +137,7 @@ struct Conv2dKernels {
     using A = accumulator_t<T>;
     const std::size_t np = batch * G::out_plane;
     ws.reserve(batch);
-    ws.scratch.resize(G::out_channels * np);
+    ws.scratch.resize_uninitialized(G::out_channels * np);
     for_each_index(ctx.policy(), G::patch * np, detail::Im2Col<G, T>{x, ws.cols.data(), batch});
     ctx.gemm(GemmArgs<T, A>{.m = G::out_channels,
                             .n = np,
@@ -159,7 +161,7 @@ struct Conv2dKernels {
                        workspace<G, T>& ws, const T* relu_y = nullptr) {
     using A = accumulator_t<T>;
     const std::size_t np = batch * G::out_plane;
-    ws.dyt.resize(G::out_channels * np);
+    ws.dyt.resize_uninitialized(G::out_channels * np);
     for_each_index(ctx.policy(), G::out_channels * np, detail::ToChannelMajor<G, T>{dy, relu_y, ws.dyt.data(), batch});
     if (db) for_each_index(ctx.policy(), G::out_channels, detail::RowSum<T, A>{ws.dyt.data(), np, db, accumulate});
     ctx.gemm(GemmArgs<T, A>{.trans_b = true,
@@ -175,7 +177,7 @@ struct Conv2dKernels {
                             .c = dw,
                             .ldc = G::patch});
     if (!dx) return;
-    ws.scratch.resize(G::patch * np);
+    ws.scratch.resize_uninitialized(G::patch * np);
     ctx.gemm(GemmArgs<T, A>{.trans_a = true,
                             .m = G::patch,
                             .n = np,

@@ -147,7 +147,8 @@ struct PoolKernels {
   template <class G, class T>
   struct workspace {
     DeviceBuffer<std::uint32_t> argmax; // (batch, C, out_h, out_w): index into the input plane
-    void reserve(std::size_t batch) { argmax.resize(batch * G::out_size); }
+    // The forward pass writes every entry: no zeroing when the batch size comes back up.
+    void reserve(std::size_t batch) { argmax.resize_uninitialized(batch * G::out_size); }
   };
 
   template <class G, class T>
