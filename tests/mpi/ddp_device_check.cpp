@@ -18,6 +18,10 @@
 //       MixedPrecision<fp16> (model C, Adam): every rank holds the same weights, loss scale and
 //       skipped-step count; an overflow in the last rank's batch alone skips the step on every
 //       rank; rank 0's weights match one process's fp16 training on the global batch within 1e-3
+//   mpirun -np 3 ddp_device_check device_setup [--visible V] [--visible-rank1 V1]
+//       ProcessGroupDDP's device set-up (parallel/device_assignment.hpp) on the instrumented
+//       device of support/instrumented_device.hpp, each rank seeing V GPUs (rank 1: V1): trains
+//       when every rank finds its own, else every rank fails naming the rank and the reason
 //
 // Exit status: 0 on success, 1 on a failed check, 3 when a cohort::Error was thrown.
 
@@ -34,6 +38,7 @@
 #include "mpi/ddp_support.hpp"
 #include "support/bands.hpp"
 #include "support/compare.hpp"
+#include "support/instrumented_device.hpp"
 
 using namespace cohort;
 using test::Bands;
@@ -169,6 +174,21 @@ int fault(const test::Fault& f, const std::string& save) {
   return 1;
 }
 
+/// ProcessGroupDDP's device set-up on the instrumented device (support/instrumented_device.hpp),
+/// every rank on one host seeing `visible` GPUs (rank 1 seeing `visible_rank1`): a rank that
+/// cannot pick a device makes every rank fail naming it, two ranks on one device are refused,
+/// and a node's GPUs shared out one per rank train.
+int device_setup(int visible, int visible_rank1) {
+  test::DeviceLog::get().visible = world_rank() == 1 ? visible_rank1 : visible;
+  const Bands data(48, 3);
+  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi, test::InstrumentedDevice>> t(Sgd({.lr = 0.05}),
+                                                                                   options(8, 0, 1u << 20, 10.0));
+  t.fit(data, 1);
+  std::printf("ddp_device_check: rank %d trained; kernels on a wrong device: %zu\n", world_rank(),
+              test::DeviceLog::get().wrong_device_launches.load());
+  return test::DeviceLog::get().wrong_device_launches.load() == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -176,6 +196,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   test::Fault f;
   std::string save;
+  int visible = 8, visible_rank1 = -2;
   for (int i = 2; i + 1 < argc; ++i) {
     const std::string s = argv[i];
     if (s == "--signal")
@@ -188,12 +209,17 @@ int main(int argc, char** argv) {
       f.stamp = argv[++i];
     else if (s == "--save")
       save = argv[++i];
+    else if (s == "--visible")
+      visible = std::stoi(argv[++i]);
+    else if (s == "--visible-rank1")
+      visible_rank1 = std::stoi(argv[++i]);
   }
   try {
     if (mode == "equivalence") return equivalence();
     if (mode == "resume") return resume();
     if (mode == "mixed") return mixed();
     if (mode == "fault") return fault(f, save);
+    if (mode == "device_setup") return device_setup(visible, visible_rank1 == -2 ? visible : visible_rank1);
     std::fprintf(stderr, "ddp_device_check: unknown mode \"%s\"\n", mode.c_str());
     return 2;
   } catch (const Error& e) {

@@ -3,7 +3,7 @@
 # Cases: equivalence, deterministic, augment, recipe, tcp, resume, resnet, mismatch, environment, accumulate, overflow, and
 # the fault cases kill, hang, hang_uneven_deadlines, stall_startup, stall_broadcast, stall_loss, stall_evaluation,
 # stall_checkpoint; with EXE=ddp_device_check: device_equivalence, device_resume, device_mixed,
-# device_kill, device_hang.
+# device_kill, device_hang, device_setup.
 # mpirun runs as root (CI containers) and with more ranks than cores: --allow-run-as-root
 # --oversubscribe. Every run has a wall-clock limit, so a hang fails the test instead of CI.
 
@@ -174,6 +174,19 @@ elseif(CASE STREQUAL "kill" OR CASE STREQUAL "device_kill")
   fault(kill "gradient bucket" 3 3 "the all-reduce of gradient bucket [0-9]+|the all-reduce of the loss")
 elseif(CASE STREQUAL "hang" OR CASE STREQUAL "device_hang")
   fault(stop "gradient bucket" 3 3 "the all-reduce of gradient bucket [0-9]+|the all-reduce of the loss")
+elseif(CASE STREQUAL "device_setup")
+  # Each rank sees the node's 3 GPUs: rank r takes GPU r and trains.
+  run(3 rc out 120 -- device_setup --visible 3)
+  expect_success("${rc}" "${out}")
+  # Rank 1 sees none: it fails with its own reason and the others name it, at once (no deadline).
+  run(3 rc out 60 -- device_setup --visible 3 --visible-rank1 0)
+  expect_failure_with("${rc}" "${out}" "rank 1 \\(local rank 1 of 3 on [^)]*\\) sees 0 GPUs \\([^)]*\\): it needs one")
+  foreach(r 0 2)
+    expect_failure_with("${rc}" "${out}" "rank ${r} of 3: ranks failed to set up their device:\n  rank 1: ProcessGroupDDP: rank 1 ")
+  endforeach()
+  # Every rank sees one GPU and all share a host: all would take the same one.
+  run(3 rc out 60 -- device_setup --visible 1)
+  expect_failure_with("${rc}" "${out}" "ranks 0 and 1 train on the same device \\([^ ]+ 0\\): give each rank its own")
 elseif(CASE STREQUAL "hang_uneven_deadlines")
   # Rank 2 would wait 8 s: it must stop when rank 0 gives up (its failure travels on the
   # liveness channel), not at its own deadline, and still name rank 1.

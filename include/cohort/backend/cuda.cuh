@@ -15,6 +15,7 @@
 #endif
 
 #include <cstddef>
+#include <string>
 #include <utility>
 
 #include <cuda_runtime_api.h>
@@ -43,13 +44,14 @@ namespace cohort {
 struct CudaContext {
   int device = 0;
   cudaStream_t stream = nullptr;
+  bool allow_tf32 = false; // float GEMMs on TF32 tensor cores (DataParallelOptions::allow_tf32)
 
   auto policy() const { return thrust::cuda::par_nosync.on(stream); }
   /// Makes `device` the calling thread's current device (engines call it once per thread).
   void activate() const { COHORT_CUDA_CHECK(cudaSetDevice(device), device); }
   template <class In, class Out>
   void gemm(const device::GemmArgs<In, Out>& g) const {
-    gpu::gemm(g, device, stream);
+    gpu::gemm(g, device, stream, allow_tf32);
   }
   /// Queues the copy of n elements from host to device on the stream; returns at once. From
   /// page-locked memory the copy is truly asynchronous: the caller leaves `host` unchanged until
@@ -58,12 +60,33 @@ struct CudaContext {
   void copy_to_device(const T* host, T* device_ptr, std::size_t n) const {
     COHORT_CUDA_CHECK(cudaMemcpyAsync(device_ptr, host, n * sizeof(T), cudaMemcpyHostToDevice, stream), device);
   }
+  /// Copies n elements from device to host on the stream and waits for them: the copy runs after
+  /// the kernels queued before it (a copy on the default stream would not wait for a
+  /// non-blocking stream's kernels).
+  template <class T>
+  void copy_to_host(const T* device_ptr, T* host, std::size_t n) const {
+    COHORT_CUDA_CHECK(cudaMemcpyAsync(host, device_ptr, n * sizeof(T), cudaMemcpyDeviceToHost, stream), device);
+    synchronize();
+  }
   /// f(), with Thrust's errors (and failed allocations) rethrown as CudaError naming `what`, the
   /// device and the rank.
   template <class F>
   decltype(auto) translate_errors(const char* what, F&& f) const {
     return device::translate_thrust_errors<CudaError>(
         what, [this] { return gpu::detail::where(device); }, std::forward<F>(f));
+  }
+  /// GPUs this process sees (ProcessGroupDDP picks its rank's among them).
+  static int visible_devices() {
+    int n = 0;
+    COHORT_CUDA_CHECK(cudaGetDeviceCount(&n), -1);
+    return n;
+  }
+  /// The device's PCI bus id: the same GPU under any CUDA_VISIBLE_DEVICES numbering (two ranks
+  /// of a node must not share one).
+  std::string identity() const {
+    char bus[32] = {};
+    COHORT_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, int(sizeof bus), device), device);
+    return bus;
   }
   /// Waits for everything queued on the stream; errors of earlier kernels surface here.
   void synchronize() const { COHORT_CUDA_CHECK(cudaStreamSynchronize(stream), device); }

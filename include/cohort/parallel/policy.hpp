@@ -54,6 +54,10 @@ struct DataParallelOptions {
   /// statistics.
   bool deterministic = false;
   std::size_t deterministic_chunks = 4;
+  /// Cuda: float GEMMs may round their inputs to TF32 on tensor cores (10-bit mantissas; torch's
+  /// `torch.backends.cuda.matmul.allow_tf32`). Off, as in PyTorch: results then match the
+  /// CPU's within float rounding.
+  bool allow_tf32 = false;
   /// ProcessGroupDDP: a collective that has not completed after this many seconds fails with
   /// the missing rank(s), the operation and the step on every rank that is still alive.
   double timeout_s = 300;

@@ -481,6 +481,9 @@ class Trainer {
   template <class Data>
   void gather(const Data& data, std::span<const std::size_t> idx, std::size_t slot,
               std::optional<std::uint64_t> epoch = std::nullopt) {
+    // On the prefetch thread as on the caller's: the staging memory (page-locked on Cuda) is
+    // allocated with the engine's device current, not GPU 0 by default.
+    if constexpr (requires { engine_.activate(); }) engine_.activate();
     auto& x = batch_x_[slot];
     auto& y = batch_y_[slot];
     x.resize(std::max(x.size(), idx.size() * input_shape::size));

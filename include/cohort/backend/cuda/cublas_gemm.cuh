@@ -53,13 +53,16 @@ inline cublasHandle_t cublas_handle(int device) {
 
 /// Row-major C = alpha op(A) op(B) + beta C on `stream` of `device`. cuBLAS is column-major:
 /// a row-major matrix is its transpose there, so C^T = op(B)^T op(A)^T is computed with the
-/// operands swapped and the transpose flags kept.
+/// operands swapped and the transpose flags kept. `tf32`: float inputs may be rounded to TF32
+/// on tensor cores.
 template <class In, class Out>
-void gemm(const device::GemmArgs<In, Out>& g, int device, cudaStream_t stream) {
+void gemm(const device::GemmArgs<In, Out>& g, int device, cudaStream_t stream, bool tf32 = false) {
   if (g.m == 0 || g.n == 0 || g.count == 0) return;
   using Scale = std::conditional_t<std::is_same_v<In, double>, double, float>;
   const Scale alpha = Scale(g.alpha), beta = Scale(g.beta);
-  const cublasComputeType_t compute = std::is_same_v<In, double> ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = std::is_same_v<In, double>            ? CUBLAS_COMPUTE_64F
+                                      : (tf32 && std::is_same_v<In, float>) ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                            : CUBLAS_COMPUTE_32F;
   cublasHandle_t h = cublas_handle(device);
   COHORT_CUDA_CHECK(cublasSetStream(h, stream), device);
   COHORT_CUDA_CHECK(cublasGemmStridedBatchedEx(

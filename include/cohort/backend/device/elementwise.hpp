@@ -138,10 +138,15 @@ struct ElementwiseKernels {
     else
       thrust::copy(host, host + n, thrust::device_pointer_cast(device));
   }
+  /// Returns once the values are on the host, after everything queued on the context before.
   template <class T>
-  static void download(context&, const T* device, T* host, std::size_t n) {
-    const auto first = thrust::device_pointer_cast(device);
-    thrust::copy(first, first + std::ptrdiff_t(n), host);
+  static void download(context& ctx, const T* device, T* host, std::size_t n) {
+    if constexpr (requires { ctx.copy_to_host(device, host, n); }) {
+      ctx.copy_to_host(device, host, n); // Cuda: on the context's stream, then a wait for it
+    } else {
+      const auto first = thrust::device_pointer_cast(device);
+      thrust::copy(first, first + std::ptrdiff_t(n), host);
+    }
   }
 
   /// rule(p[i], g[i], state[i]...) for i in [0, n): an optimiser step (the rules of optim/ are

@@ -14,10 +14,15 @@
 ///     reduce.start(r, ctx, b);      // backward finished bucket b (buckets in order 0, 1, ...)
 ///     reduce.finish(r, ctx);        // starts any bucket r did not; r's kernels queued from now
 ///                                   // on see every sum
+///     reduce.abandon(r);            // r failed mid-step: peers waiting for it throw instead
+///
+/// Every replica runs its part of a step (train, start, finish) concurrently with the others, on
+/// its own thread: an implementation may block in start() or finish() until every peer got there.
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <thread>
@@ -42,16 +47,18 @@ class ReplicaAllReduce {
   using context = typename Backend::context;
 
  public:
-  ReplicaAllReduce(std::span<context> ctx, std::vector<GradientBucket> buckets)
+  /// `timeout_s`: unused here (the replicas share memory; NCCL's waits have deadlines).
+  ReplicaAllReduce(std::span<context> ctx, std::vector<GradientBucket> buckets, double /*timeout_s*/ = 300)
       : replicas_(ctx.size()), buckets_(std::move(buckets)), arrived_(new std::atomic<std::size_t>[buckets_.size()]),
         next_(replicas_, 0) {}
 
-  /// The replicas' gradient stores for this step (replica r's at grads[r]).
-  void begin(std::span<float* const> grads) {
+  /// The replicas' gradient stores for step `step` (replica r's at grads[r]).
+  void begin(std::span<float* const> grads, std::uint64_t /*step*/ = 0) {
     grads_.assign(grads.begin(), grads.end());
     for (std::size_t b = 0; b < buckets_.size(); ++b) arrived_[b].store(0, std::memory_order_relaxed);
     std::fill(next_.begin(), next_.end(), 0);
     summed_.store(0, std::memory_order_release);
+    abandoned_by_.store(none, std::memory_order_release);
   }
 
   /// Replica r's backward has finished bucket b. The last replica to get here sums the bucket
@@ -76,16 +83,31 @@ class ReplicaAllReduce {
   /// once every replica has started every bucket and all are summed.
   void finish(std::size_t r, context& ctx) {
     while (next_[r] < buckets_.size()) start(r, ctx, next_[r]);
-    while (summed_.load(std::memory_order_acquire) < buckets_.size()) std::this_thread::yield();
+    while (summed_.load(std::memory_order_acquire) < buckets_.size()) {
+      if (const std::size_t q = abandoned_by_.load(std::memory_order_acquire); q != none)
+        throw DistributedError(cohort::detail::concat("replica ", r,
+                                                      ": the gradient all-reduce was abandoned: replica ", q,
+                                                      " failed during the step (see its error)"));
+      std::this_thread::yield();
+    }
+  }
+
+  /// Replica r failed during the step: the replicas waiting in finish() for its buckets throw.
+  void abandon(std::size_t r) noexcept {
+    std::size_t expected = none;
+    abandoned_by_.compare_exchange_strong(expected, r, std::memory_order_acq_rel);
   }
 
   const std::vector<GradientBucket>& buckets() const noexcept { return buckets_; }
 
  private:
+  static constexpr std::size_t none = std::size_t(-1);
+
   std::size_t replicas_;
   std::vector<GradientBucket> buckets_;
   std::unique_ptr<std::atomic<std::size_t>[]> arrived_; // replicas that finished each bucket
   std::atomic<std::size_t> summed_{0};                  // buckets summed this step
+  std::atomic<std::size_t> abandoned_by_{none};         // the first replica that failed this step
   std::vector<std::size_t> next_;                       // each replica's next bucket (they start in order)
   std::vector<float*> grads_;
 };

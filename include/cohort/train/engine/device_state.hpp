@@ -15,6 +15,7 @@
 #include "cohort/backend/ops.hpp"
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
+#include "cohort/parallel/policy.hpp"
 #include "cohort/train/checkpoint.hpp"
 #include "cohort/train/engine/device_precision.hpp"
 #include "cohort/train/engine/engine.hpp"
@@ -45,6 +46,17 @@ void state_to_device(Ctx& ctx, const HostParams& host, HostOpt& host_opt, DevPar
     ops::ElementwiseKernels<Backend>::upload(ctx, host_slots[i].values.data(), dev_slots[i].values.data(),
                                              host_slots[i].values.size());
   opt.set_steps(host_opt.steps());
+}
+
+/// The context of a replica on `device` with the options' settings, its device made current on
+/// the calling thread (what the replica's members then allocate on).
+template <class Context>
+Context device_context(int device, const DataParallelOptions& o) {
+  Context ctx{};
+  if constexpr (requires { ctx.device; }) ctx.device = device;
+  if constexpr (requires { ctx.allow_tf32; }) ctx.allow_tf32 = o.allow_tf32;
+  if constexpr (requires { ctx.activate(); }) ctx.activate(); // e.g. cudaSetDevice
+  return ctx;
 }
 
 /// Opt moved to `Backend` (Opt::rebind_backend), or Opt itself when it has no such member (the
@@ -142,7 +154,14 @@ class DeviceReplica {
       return true;
     });
   }
-  void zero_grad() { grads_.values.fill(0.f); }
+  void zero_grad() {
+    guarded("zeroing the gradients", [&] { grads_.values.fill(0.f); });
+  }
+  /// Makes this replica's device current on the calling thread (cudaSetDevice on Cuda): before
+  /// anything the thread allocates for it, such as the Trainer's page-locked staging buffers.
+  void activate() {
+    if constexpr (requires { ctx_.activate(); }) ctx_.activate();
+  }
   float* gradients() noexcept { return grads_.values.data(); }
   std::size_t size() const noexcept { return params_.values.size(); }
   context& ctx() noexcept { return ctx_; }
@@ -153,9 +172,11 @@ class DeviceReplica {
   /// included), and back.
   template <class HostParams, class HostOpt>
   void to_host(HostParams& host, HostOpt& host_opt) {
-    activate();
     guarded("copying the model to the host", [&] {
       prec_.before_save(ctx_, params_);
+      // The stores are copied on the backend's default stream: let the context's stream (where
+      // the kernels ran) finish first.
+      if constexpr (requires { ctx_.synchronize(); }) ctx_.synchronize();
       state_to_host<Backend>(ctx_, params_, opt_, host, host_opt);
     });
   }
@@ -164,7 +185,6 @@ class DeviceReplica {
   void set_momentum(double m) { opt_.set_momentum(m); }
   template <class HostParams, class HostOpt>
   void from_host(const HostParams& host, HostOpt& host_opt) {
-    activate();
     guarded("copying the model to the device", [&] {
       state_to_device<Backend>(ctx_, host, host_opt, params_, opt_);
       prec_.after_load(ctx_, params_);
@@ -173,7 +193,6 @@ class DeviceReplica {
   /// The host parameters and statistics (not the optimiser state) onto the device.
   template <class HostParams>
   void load_parameters(const HostParams& host) {
-    activate();
     guarded("copying the parameters to the device", [&] {
       params_.copy_from(host);
       prec_.after_load(ctx_, params_);
@@ -181,14 +200,13 @@ class DeviceReplica {
   }
 
  private:
-  /// The copies may come from any thread (the Trainer's): make this replica's device current.
-  void activate() {
-    if constexpr (requires { ctx_.activate(); }) ctx_.activate(); // e.g. cudaSetDevice
-  }
-  /// f(), with the backend's own exceptions (Thrust's) turned into cohort errors naming `what`
-  /// and the device (the context's translate_errors).
+  /// f() with this replica's device current (every entry point: the caller may have made
+  /// another device current since the last call, or be another thread), the backend's own
+  /// exceptions (Thrust's) turned into cohort errors naming `what` and the device (the
+  /// context's translate_errors).
   template <class F>
   decltype(auto) guarded(const char* what, F&& f) {
+    activate();
     if constexpr (requires { ctx_.translate_errors(what, f); })
       return ctx_.translate_errors(what, std::forward<F>(f));
     else
@@ -243,6 +261,10 @@ class DeviceEngineBase {
     return opt_;
   }
   void before_save() { refresh(); }
+  /// Makes the first replica's device current on the calling thread (the Trainer's threads
+  /// call it before allocating staging memory: page-locked memory opens a context on the
+  /// thread's current device, GPU 0 unless set).
+  void activate() { self().first_replica().activate(); }
   /// A learning-rate schedule's rate: the host optimiser's and every device's (state untouched).
   void set_lr(double lr) {
     opt_.set_lr(lr);

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <span>
@@ -30,6 +31,7 @@
 #include "cohort/backend/ops.hpp"
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
+#include "cohort/parallel/device_assignment.hpp"
 #include "cohort/parallel/gradient_buckets.hpp"
 #include "cohort/parallel/mpi_communicator.hpp"
 #include "cohort/parallel/process_group_ddp.hpp"
@@ -154,10 +156,7 @@ requires(!host_memory_backend<Backend> &&
     lines.push_back(concat("optimizer: ", optimizer_name(this->opt_)));
     lines.insert(lines.end(), o.agreement.begin(), o.agreement.end());
     agree_across_ranks(comm_, lines);
-    context ctx{};
-    if constexpr (requires { ctx.device; }) ctx.device = o.parallel.device + comm_.local_rank();
-    if constexpr (requires { ctx.activate(); }) ctx.activate(); // before anything allocates on the device
-    dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt, Precision>>(this->opt_, ctx, o.loss_scale, o.loss);
+    set_up_device(o);
     if (o.parallel.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
     reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(comm_, dev_->ctx(),
                                                                      plan_buckets<Net>(o.parallel.bucket_kib * 1024));
@@ -223,6 +222,48 @@ requires(!host_memory_backend<Backend> &&
   template <class F>
   void for_each_replica(F&& f) {
     f(*dev_);
+  }
+  /// This rank's device (parallel/device_assignment.hpp) and replica on it; then every rank
+  /// learns whether all succeeded and whether two ranks of a node hold the same device, so a
+  /// rank that cannot start makes all of them fail here, naming it, instead of leaving them in
+  /// the communicator's set-up.
+  void set_up_device(const EngineOptions& o) {
+    std::exception_ptr error;
+    std::string report;
+    try {
+      int device = o.parallel.device;
+      if constexpr (requires(context c) { c.device; }) {
+        int visible = -1;
+        if constexpr (requires { context::visible_devices(); }) visible = context::visible_devices();
+        device = rank_device({.first = o.parallel.device,
+                              .local_rank = comm_.local_rank(),
+                              .local_size = comm_.local_size(),
+                              .visible = visible,
+                              .rank = comm_.rank(),
+                              .host = comm_.host()});
+      }
+      context ctx = device_context<context>(device, o.parallel);
+      dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt, Precision>>(this->opt_, ctx, o.loss_scale, o.loss);
+      report = concat("ok ", comm_.host(), " ", device);
+      if constexpr (requires { ctx.identity(); }) report = concat("ok ", comm_.host(), " ", ctx.identity());
+    } catch (const std::exception& e) {
+      error = std::current_exception();
+      report = concat("failed ", e.what());
+    }
+    const auto reports = comm_.allgather_text(report, "the ranks' device set-up");
+    std::string failed;
+    for (std::size_t p = 0; p < reports.size(); ++p)
+      if (reports[p].rfind("failed ", 0) == 0) failed += concat("\n  rank ", p, ": ", reports[p].substr(7));
+    if (error) std::rethrow_exception(error); // this rank's own error, with its type
+    if (!failed.empty())
+      throw DistributedError(concat("rank ", rank_, " of ", world_, ": ranks failed to set up their device:", failed));
+    if constexpr (requires(context c) { c.device; })
+      for (std::size_t p = 0; p < reports.size(); ++p)
+        for (std::size_t q = p + 1; q < reports.size(); ++q)
+          if (reports[p] == reports[q])
+            throw DistributedError(concat("rank ", rank_, " of ", world_, ": ranks ", p, " and ", q,
+                                          " train on the same device (", reports[p].substr(3),
+                                          "): give each rank its own (options.parallel.device, CUDA_VISIBLE_DEVICES)"));
   }
   /// Rank 0's host parameters, statistics and optimiser state to every rank, then to the device.
   void broadcast_model(const char* what) {

@@ -46,7 +46,8 @@ requires(!host_memory_backend<Backend> &&
   TrainEngine(Opt opt, const EngineOptions& o)
       : base(std::move(opt), o.seed), seed_(o.seed),
         // The context first makes the device current: the replica's members allocate on it.
-        replica_(this->opt_, make_context(o.parallel.device), o.loss_scale, o.loss) {
+        replica_(this->opt_, device_context<typename Backend::context>(o.parallel.device, o.parallel), o.loss_scale,
+                 o.loss) {
     replica_.load_parameters(this->host_);
   }
 
@@ -70,12 +71,6 @@ requires(!host_memory_backend<Backend> &&
   typename Backend::context& context() noexcept { return replica_.ctx(); }
 
  private:
-  static typename Backend::context make_context(int device) {
-    typename Backend::context ctx{};
-    if constexpr (requires { ctx.device; }) ctx.device = device;
-    if constexpr (requires { ctx.activate(); }) ctx.activate(); // e.g. cudaSetDevice
-    return ctx;
-  }
   DeviceReplica<Net, Backend, Opt, Precision>& first_replica() noexcept { return replica_; }
   template <class F>
   void for_each_replica(F&& f) {

@@ -18,8 +18,10 @@
 /// computes with its 16-bit copy and checks the same summed gradients.
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <utility>
@@ -28,11 +30,13 @@
 #include "cohort/backend/ops.hpp"
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
+#include "cohort/parallel/device_assignment.hpp"
 #include "cohort/parallel/gradient_buckets.hpp"
 #include "cohort/parallel/threaded_replicas.hpp"
 #include "cohort/train/checkpoint.hpp"
 #include "cohort/train/engine/device_state.hpp"
 #include "cohort/train/engine/engine.hpp"
+#include "cohort/train/engine/replica_threads.hpp"
 
 namespace cohort::device {
 /// Defined by the device backend's header (backend/device/replica_all_reduce.hpp; NCCL's for
@@ -59,21 +63,25 @@ requires(!host_memory_backend<Backend> &&
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   TrainEngine(Opt opt, const EngineOptions& o)
-      : base(std::move(opt), o.seed), seed_(o.seed), n_(replica_count<N>(o.parallel)), team_(n_) {
+      : base(std::move(opt), o.seed), seed_(o.seed), n_(replica_count<N>(o.parallel)), threads_(n_) {
+    if constexpr (requires { context::visible_devices(); })
+      if (const int visible = context::visible_devices();
+          o.parallel.device < 0 || o.parallel.device + int(n_) > visible)
+        throw DeviceError(concat("ThreadedReplicas: ", n_, " replicas on devices ", o.parallel.device, "..",
+                                 o.parallel.device + int(n_) - 1, " (options.parallel.device and replicas), but this ",
+                                 "process sees ", visible, " (", visible_devices_variable(), ")"));
     replicas_.resize(n_);
     std::vector<context> ctx(n_);
-    for (std::size_t r = 0; r < n_; ++r)
-      if constexpr (requires { ctx[r].device; }) ctx[r].device = o.parallel.device + int(r);
     on_threads([&](std::size_t r) { // allocate on the replica's own device
-      activate(ctx[r]);
+      ctx[r] = device_context<context>(o.parallel.device + int(r), o.parallel);
       replicas_[r] = std::make_unique<replica_type>(this->opt_, ctx[r], o.loss_scale, o.loss);
       replicas_[r]->load_parameters(this->host_);
     });
     if (o.parallel.deterministic)
       throw ValueError("ThreadedReplicas on a device backend: deterministic mode is not implemented");
     if (o.parallel.bucket_kib == 0) throw ValueError("ThreadedReplicas: bucket_kib must be at least 1");
-    reduce_ = std::make_unique<device::ReplicaAllReduce<Backend>>(std::span<context>(ctx),
-                                                                  plan_buckets<Net>(o.parallel.bucket_kib * 1024));
+    reduce_ = std::make_unique<device::ReplicaAllReduce<Backend>>(
+        std::span<context>(ctx), plan_buckets<Net>(o.parallel.bucket_kib * 1024), o.parallel.timeout_s);
     bucket_of_layer_ = bucket_of_layer<Net>(reduce_->buckets());
   }
 
@@ -84,38 +92,32 @@ requires(!host_memory_backend<Backend> &&
     if (m.last()) {
       std::vector<float*> grads(n_);
       for (std::size_t r = 0; r < n_; ++r) grads[r] = replicas_[r]->gradients();
-      reduce_->begin(grads);
+      reduce_->begin(grads, m.step);
     }
+    // One concurrent phase per step: every replica, idle or not, trains, starts its buckets,
+    // waits for the sums and steps while the others do. An all-reduce may block its caller until
+    // every peer has started it (NCCL's connection set-up, or a cudaFree in backward waiting for
+    // the spinning NCCL kernel): a replica without samples that started its buckets only after
+    // the others' backward returned would never be reached.
+    std::vector<std::exception_ptr> errors(n_);
+    std::atomic<std::size_t> first_failed{no_replica};
     on_each([&](std::size_t r, replica_type& d) {
-      const auto [begin, count] = contiguous_shard(n, n_, r);
-      if (count == 0) { // fewer samples than replicas: this one adds zeros (finish starts its buckets)
-        if (m.index == 0) d.zero_grad();
-        return;
+      try {
+        train_replica(r, d, x, labels, m, weights, loss[r]);
+        if (m.last()) {
+          reduce_->finish(r, d.ctx());
+          d.step();
+        }
+      } catch (...) {
+        errors[r] = std::current_exception();
+        std::size_t none = no_replica;
+        first_failed.compare_exchange_strong(none, r);
+        reduce_->abandon(r); // peers waiting for this replica's buckets fail instead of hanging
       }
-      const ShardNorm s = shard_norm(count, n, weights);
-      const StepInfo info = train_step_info(seed_, m, begin, 1, r == 0);
-      const input_view shard{x.data() + begin * in_size, count};
-      const auto shard_labels = labels.subspan(begin, count);
-      if (!m.last()) {
-        loss[r] = s.share *
-                  d.train(info, shard, shard_labels, s.share / double(m.count), m.index > 0, NoHook{}, s.denominator);
-        return;
-      }
-      loss[r] = s.share * d.train(
-                              info, shard, shard_labels, s.share / double(m.count), m.index > 0,
-                              [&](std::size_t layer) {
-                                if (const std::size_t b = bucket_of_layer_[layer]; b != no_bucket)
-                                  reduce_->start(r, d.ctx(), b);
-                              },
-                              s.denominator);
     });
-    if (m.last()) {
-      on_each([&](std::size_t r, replica_type& d) {
-        reduce_->finish(r, d.ctx());
-        d.step();
-      });
-      this->mark_trained();
-    }
+    // The error of the replica that failed first, not a peer's "abandoned" that followed it.
+    if (const std::size_t r = first_failed.load(); r != no_replica) std::rethrow_exception(errors[r]);
+    if (m.last()) this->mark_trained();
     double total = 0;
     for (double l : loss) total += l;
     return total;
@@ -146,23 +148,47 @@ requires(!host_memory_backend<Backend> &&
   void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
 
  private:
-  /// f(r) for every replica index, each on its own thread.
+  /// Replica r's share of the micro-batch: forward and backward on its contiguous shard, its
+  /// buckets started as backward completes them on the last micro-batch. A replica without
+  /// samples only zeroes its gradients (reduce_->finish starts its buckets).
+  void train_replica(std::size_t r, replica_type& d, input_view x, std::span<const std::int32_t> labels,
+                     const MicroStep& m, double weights, double& loss) {
+    const std::size_t n = labels.size();
+    const auto [begin, count] = contiguous_shard(n, n_, r);
+    if (count == 0) {
+      if (m.index == 0) d.zero_grad();
+      return;
+    }
+    const ShardNorm s = shard_norm(count, n, weights);
+    const StepInfo info = train_step_info(seed_, m, begin, 1, r == 0);
+    const input_view shard{x.data() + begin * in_size, count};
+    const auto shard_labels = labels.subspan(begin, count);
+    const double share = s.share / double(m.count);
+    if (!m.last()) {
+      loss = s.share * d.train(info, shard, shard_labels, share, m.index > 0, NoHook{}, s.denominator);
+      return;
+    }
+    loss = s.share * d.train(
+                         info, shard, shard_labels, share, m.index > 0,
+                         [&](std::size_t layer) {
+                           if (const std::size_t b = bucket_of_layer_[layer]; b != no_bucket)
+                             reduce_->start(r, d.ctx(), b);
+                         },
+                         s.denominator);
+  }
+
+  /// f(r) for every replica index, each on its own thread, all at once.
   template <class F>
   void on_threads(F&& f) {
-    team_.parallel_for(n_, 1, [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t r = lo; r < hi; ++r) f(r);
-    });
+    threads_.run(std::forward<F>(f));
   }
   /// f(r, replica r) for every replica, on its own thread with its device current.
   template <class F>
   void on_each(F&& f) {
     on_threads([&](std::size_t r) {
-      activate(replicas_[r]->ctx());
+      replicas_[r]->activate();
       f(r, *replicas_[r]);
     });
-  }
-  static void activate(context& c) {
-    if constexpr (requires { c.activate(); }) c.activate(); // e.g. cudaSetDevice
   }
   replica_type& first_replica() noexcept { return *replicas_[0]; }
   template <class F>
@@ -170,9 +196,11 @@ requires(!host_memory_backend<Backend> &&
     for (auto& d : replicas_) f(*d);
   }
 
+  static constexpr std::size_t no_replica = std::size_t(-1);
+
   std::uint64_t seed_;
   std::size_t n_;
-  ThreadPool team_; // one thread per replica (the caller is replica 0's)
+  ReplicaThreads threads_; // one per replica (the caller is replica 0's)
   std::vector<std::unique_ptr<replica_type>> replicas_;
   std::unique_ptr<device::ReplicaAllReduce<Backend>> reduce_;
   std::vector<std::size_t> bucket_of_layer_;
