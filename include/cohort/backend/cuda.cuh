@@ -15,6 +15,7 @@
 #endif
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -26,6 +27,7 @@
 #include "cohort/backend/cuda/pinned_allocator.cuh"
 #include "cohort/backend/device/activation.hpp"
 #include "cohort/backend/device/batch_norm.hpp"
+#include "cohort/backend/device/caching_allocator.hpp"
 #include "cohort/backend/device/conv2d.hpp"
 #include "cohort/backend/device/device_buffer.hpp"
 #include "cohort/backend/device/elementwise.hpp"
@@ -46,7 +48,13 @@ struct CudaContext {
   cudaStream_t stream = nullptr;
   bool allow_tf32 = false; // float GEMMs on TF32 tensor cores (DataParallelOptions::allow_tf32)
 
-  auto policy() const { return thrust::cuda::par_nosync.on(stream); }
+  /// Thrust's temporary storage (CUB's scratch for reduce, transform_reduce), cached for reuse:
+  /// no cudaMalloc/cudaFree (a device sync) per algorithm after the first step. Copies of this
+  /// context share it; they run on its stream and device. A context given another stream or
+  /// device must get its own (temporaries = std::make_shared<device::CachingAllocator>()).
+  std::shared_ptr<device::CachingAllocator> temporaries = std::make_shared<device::CachingAllocator>();
+
+  auto policy() const { return thrust::cuda::par_nosync(*temporaries).on(stream); }
   /// Makes `device` the calling thread's current device (engines call it once per thread).
   void activate() const { COHORT_CUDA_CHECK(cudaSetDevice(device), device); }
   template <class In, class Out>

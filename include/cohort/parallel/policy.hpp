@@ -60,6 +60,8 @@ struct DataParallelOptions {
   bool allow_tf32 = false;
   /// ProcessGroupDDP: a collective that has not completed after this many seconds fails with
   /// the missing rank(s), the operation and the step on every rank that is still alive.
+  /// ThreadedReplicas<N, Cuda>: the deadline of each wait on NCCL (communicator creation, the end
+  /// of a step's all-reduce); the communicators are then aborted.
   double timeout_s = 300;
 };
 

@@ -94,3 +94,25 @@ TEST_CASE("DeviceBuffer: resize_uninitialized sizes without zeroing, resize stil
   CHECK(device::storage_allocations() == storage + 1);
   CHECK(b.to_host()[1] == 2.f);
 }
+
+TEST_CASE("host round trips: a training step's only reduction back to the host is the loss (model B)") {
+  // Each Thrust algorithm that needs temporary storage is a reduction; on CUDA one whose result
+  // comes back to the host waits for the device. BatchNorm's channel sums used to be four
+  // reduce_by_key per layer and step (each copies its run count back: a sync); they now stay on
+  // the device (device::SegmentedSum). What remains: the loss the step returns.
+  using Net = models::ModelB;
+  using In = Net::input_shape;
+  Trainer<Net, Sgd<>, SingleDevice<Dev>> t(Sgd({.lr = 0.05, .momentum = 0.9}),
+                                           {.batch_size = 16, .seed = 3, .log = nullptr});
+  auto& engine = t.engine();
+  const auto x = random_values(16 * In::size, 11);
+  std::vector<std::int32_t> labels(16);
+  for (std::size_t i = 0; i < 16; ++i) labels[i] = std::int32_t(i * 7 % 10);
+  const auto& temporaries = *engine.context().temporaries;
+  engine.step(ConstBatchView<In, float>(x.data(), 16), labels, {.step = 0});
+  const auto before = temporaries.requests();
+  for (std::uint64_t s = 1; s <= 3; ++s)
+    engine.step(ConstBatchView<In, float>(x.data(), 16), labels, {.step = s, .forward_pass = s});
+  MESSAGE("temporary-storage requests per step: " << double(temporaries.requests() - before) / 3);
+  CHECK(temporaries.requests() - before == 3 * 1);
+}

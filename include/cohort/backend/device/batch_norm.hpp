@@ -1,20 +1,17 @@
 #pragma once
 /// \file
-/// BatchNorm2d on a device backend. Per-channel sums are Thrust reductions by key over the batch
-/// read in channel-major order (every element of a channel is one contiguous key run), in double
-/// as on the CPU; statistics are two-pass (mean, then squared deviations). Elements are then
+/// BatchNorm2d on a device backend. Per-channel sums run over the batch read in channel-major
+/// order (every element of a channel is one contiguous segment), in double as on the CPU, with
+/// device::SegmentedSum: no host synchronisation (a reduce_by_key had four per layer and step);
+/// statistics are two-pass (mean, then squared deviations). Elements are then
 /// normalised as x * scale[c] + shift[c]. A following ReLU is fused; the max-pool is not.
 
 #include <cstddef>
 
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/discard_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
-#include <thrust/reduce.h>
-
 #include "cohort/backend/device/device_buffer.hpp"
 #include "cohort/backend/device/for_each_index.hpp"
 #include "cohort/backend/device/math.hpp"
+#include "cohort/backend/device/segmented_sum.hpp"
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/macros.hpp"
 
@@ -29,11 +26,6 @@ struct ChannelMajor {
     const std::size_t np = batch * G::plane, c = j / np, n = j % np / G::plane, p = j % G::plane;
     return n * G::size + c * G::plane + p;
   }
-};
-template <class G>
-struct ChannelOf {
-  std::size_t per_channel;
-  COHORT_HOST_DEVICE std::size_t operator()(std::size_t j) const { return j / per_channel; }
 };
 /// x, or (x - mean[c])^2 when `mean` is given, in double, channel-major.
 template <class G, class T>
@@ -176,6 +168,7 @@ struct BatchNormKernels {
     using A = accumulator_t<T>;
     DeviceBuffer<double> sum, sq_sum, mean, var, invstd; // (C)
     DeviceBuffer<A> scale, shift;                        // (C): y = x * scale + shift
+    SegmentedSum sums;                                   // its block sums
     std::size_t count = 0;                               // values per channel in the last training batch
     void reserve(std::size_t) {
       for (auto* b : {&sum, &sq_sum, &mean, &var, &invstd}) b->resize(G::channels);
@@ -194,8 +187,8 @@ struct BatchNormKernels {
                             std::size_t batch, float eps, workspace<G, T>& ws, bool relu = false) {
     ws.reserve(batch);
     ws.count = batch * G::plane;
-    channel_sums<G>(ctx, batch, detail::StatisticTerm<G, T>{x, nullptr, batch}, ws.sum.data());
-    channel_sums<G>(ctx, batch, detail::StatisticTerm<G, T>{x, ws.sum.data(), batch}, ws.sq_sum.data());
+    channel_sums<G>(ctx, ws, batch, detail::StatisticTerm<G, T>{x, nullptr, batch}, ws.sum.data());
+    channel_sums<G>(ctx, ws, batch, detail::StatisticTerm<G, T>{x, ws.sum.data(), batch}, ws.sq_sum.data());
     for_each_index(ctx.policy(), G::channels,
                    detail::TrainingStatistics<accumulator_t<T>>{
                        ws.sum.data(), ws.sq_sum.data(), gamma, beta, double(ws.count), double(eps), ws.mean.data(),
@@ -233,10 +226,10 @@ struct BatchNormKernels {
                        workspace<G, T>& ws, const T* relu_y = nullptr) {
     // sum and sq_sum are free after forward: they take sum(dy') and sum(dy' * xhat).
     const detail::GradTerm<G, T> term{x, dy, relu_y, ws.mean.data(), ws.invstd.data(), batch, false};
-    channel_sums<G>(ctx, batch, term, ws.sum.data());
+    channel_sums<G>(ctx, ws, batch, term, ws.sum.data());
     auto with_xhat = term;
     with_xhat.times_xhat = true;
-    channel_sums<G>(ctx, batch, with_xhat, ws.sq_sum.data());
+    channel_sums<G>(ctx, ws, batch, with_xhat, ws.sq_sum.data());
     for_each_index(ctx.policy(), G::channels,
                    detail::AffineGrads<accumulator_t<T>>{ws.sum.data(), ws.sq_sum.data(), dgamma, dbeta, accumulate});
     if (!dx) return;
@@ -247,13 +240,9 @@ struct BatchNormKernels {
 
  private:
   /// out[c] = sum over the batch of channel c of term(j), j in channel-major order.
-  template <class G, class Term>
-  static void channel_sums(context& ctx, std::size_t batch, Term term, double* out) {
-    const std::size_t per_channel = batch * G::plane;
-    const auto j = thrust::counting_iterator<std::size_t>(0);
-    const auto keys = thrust::make_transform_iterator(j, detail::ChannelOf<G>{per_channel});
-    thrust::reduce_by_key(ctx.policy(), keys, keys + std::ptrdiff_t(G::channels * per_channel),
-                          thrust::make_transform_iterator(j, term), thrust::make_discard_iterator(), out);
+  template <class G, class W, class Term>
+  static void channel_sums(context& ctx, W& ws, std::size_t batch, Term term, double* out) {
+    ws.sums(ctx.policy(), G::channels, batch * G::plane, term, out);
   }
 };
 

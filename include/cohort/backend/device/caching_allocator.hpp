@@ -54,6 +54,7 @@ class CachingAllocator {
   char* allocate(std::size_t n) {
     if (n > std::numeric_limits<std::size_t>::max() / 4) throw std::bad_alloc(); // no device has that
     const std::size_t bytes = rounded(n);
+    requests_.fetch_add(1, std::memory_order_relaxed);
     {
       std::lock_guard lock(mutex_);
       if (auto it = free_.lower_bound(bytes); it != free_.end() && it->first <= bytes * max_waste_factor) {
@@ -104,6 +105,9 @@ class CachingAllocator {
 
   /// Blocks obtained from the device so far (a steady training step adds none).
   std::uint64_t upstream_allocations() const noexcept { return upstream_allocations_.load(); }
+  /// Requests so far: one per Thrust algorithm that needed temporary storage. On CUDA those are
+  /// the reductions, and a reduction whose result comes back to the host waits for the device.
+  std::uint64_t requests() const noexcept { return requests_.load(); }
   /// Bytes held in the cache, not in use.
   std::size_t cached_bytes() const noexcept {
     std::lock_guard lock(mutex_);
@@ -132,6 +136,7 @@ class CachingAllocator {
   std::unordered_map<char*, std::size_t> live_; // blocks in use -> their (rounded) size
   std::size_t cached_bytes_ = 0;
   std::atomic<std::uint64_t> upstream_allocations_{0};
+  std::atomic<std::uint64_t> requests_{0};
 };
 
 } // namespace cohort::device

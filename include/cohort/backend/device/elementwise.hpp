@@ -9,6 +9,7 @@
 
 #include <thrust/copy.h>
 #include <thrust/device_ptr.h>
+#include <thrust/fill.h>
 #include <thrust/functional.h>
 #include <thrust/transform.h>
 #include <thrust/transform_reduce.h>
@@ -106,6 +107,11 @@ struct ElementwiseKernels {
   template <class T>
   static void copy(context& ctx, const T* x, T* y, std::size_t n) {
     thrust::copy_n(ctx.policy(), x, n, y);
+  }
+  /// y[i] = value, on the context's stream (DeviceBuffer::fill runs on the default one).
+  template <class T>
+  static void fill(context& ctx, T* y, std::size_t n, T value) {
+    thrust::fill_n(ctx.policy(), y, n, value);
   }
   template <class T>
   static void relu_forward(context& ctx, const T* x, T* y, std::size_t n) {

@@ -155,7 +155,7 @@ class DeviceReplica {
     });
   }
   void zero_grad() {
-    guarded("zeroing the gradients", [&] { grads_.values.fill(0.f); });
+    guarded("zeroing the gradients", [&] { K::fill(ctx_, grads_.values.data(), grads_.values.size(), 0.f); });
   }
   /// Makes this replica's device current on the calling thread (cudaSetDevice on Cuda): before
   /// anything the thread allocates for it, such as the Trainer's page-locked staging buffers.

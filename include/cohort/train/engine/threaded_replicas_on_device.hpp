@@ -86,7 +86,6 @@ requires(!host_memory_backend<Backend> &&
   }
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
-    const std::size_t n = labels.size();
     const double weights = step_weight_total<Net::output_shape::size>(replicas_[0]->loss(), labels, *this);
     std::vector<double> loss(n_, 0.0);
     if (m.last()) {
