@@ -13,14 +13,21 @@ forward only) uses --infer-batch. Each repetition runs one process per side and 
 rotating which side goes first; each process reports the median of --windows timed windows, and
 the table shows the median over --reps processes.
 
-PyTorch in its best thread configuration: with 1 thread, torch.set_num_threads(1). With more,
-every configuration of --torch-configs runs in every repetition and the one with the better
-median is compared (the table names it):
-  default  torch.set_num_threads(t), OMP_NUM_THREADS/MKL_NUM_THREADS unset
-  mkl1     as default, BLAS (MKL: the Linear layers) held to one thread: MKL_NUM_THREADS=1 and
-           torch_throughput.py --blas-threads 1 (set_num_threads resets MKL's count, so the
-           environment alone would not hold)
-  omp      OMP_NUM_THREADS=t and MKL_NUM_THREADS=t in the environment as well
+Data (--data): real (the default: Fashion-MNIST batches rotating through the shuffled training
+set, on both sides) or synthetic (one fixed random batch, the old regime; labelled as such).
+--flush-denormal runs both sides with subnormals flushed (FTZ/DAZ); the default is IEEE.
+
+PyTorch in its best configuration: every configuration of --torch-configs runs in every
+repetition (those marked "2+ threads" only with more than one thread), and the one with the
+best median is compared; the table shows every configuration's median and names the best:
+  eager              torch.set_num_threads(t), OMP_NUM_THREADS/MKL_NUM_THREADS unset
+  fused              eager with the fused optimiser (SGD, Adam; Adadelta has none)
+  channels_last      model and inputs in channels_last, fused optimiser
+  compile            torch.compile(model), fused optimiser (compiled in the untimed warm-up)
+  channels_last_mkl1 channels_last with BLAS (MKL: the Linear layers) held to one thread:
+                     MKL_NUM_THREADS=1 and --blas-threads 1 (2+ threads)
+  mkl1               eager, BLAS held to one thread (2+ threads)
+  omp                eager with OMP_NUM_THREADS=t and MKL_NUM_THREADS=t as well (2+ threads)
 """
 import argparse
 import json
@@ -47,10 +54,16 @@ STARTUP_S = {"cohort": 0.2, "torch": 2.5}  # process start (importing torch take
 THREAD_SPEEDUP = 1.7  # guessed speed-up of 2 threads, for the estimate only
 
 TORCH_CONFIGS = {
-    "default": ([], {}),
+    "eager": ([], {}),
+    "fused": (["--fused"], {}),
+    "channels_last": (["--channels-last", "--fused"], {}),
+    "compile": (["--compile", "--fused"], {}),
+    "channels_last_mkl1": (["--channels-last", "--fused", "--blas-threads", "1"], {"MKL_NUM_THREADS": "1"}),
     "mkl1": (["--blas-threads", "1"], {"MKL_NUM_THREADS": "1"}),
     "omp": ([], {"OMP_NUM_THREADS": "{t}", "MKL_NUM_THREADS": "{t}"}),
 }
+MULTI_THREAD_ONLY = {"channels_last_mkl1", "mkl1", "omp"}
+STARTUP_EXTRA_S = {"compile": 15.0}  # torch.compile's compilation, in the warm-up
 
 
 def guess_rate(side, mode, model, threads):
@@ -104,13 +117,15 @@ def plan(a):
                                0 if a.no_torch else guess_rate("torch", mode, model, threads))
                     iters = a.iters or max(2, round(a.window_seconds * fast / batch))
                     warmup = a.warmup if a.warmup is not None else min(20, max(2, math.ceil(0.5 * fast / batch)))
-                    tcfgs = [] if a.no_torch else (["default"] if threads == 1 else list(a.torch_configs))
+                    tcfgs = [] if a.no_torch else [n for n in a.torch_configs
+                                                   if threads > 1 or n not in MULTI_THREAD_ONLY]
                     steps = warmup + a.windows * iters
 
                     def secs(side):
                         return STARTUP_S[side] + steps * batch / guess_rate(side, mode, model, threads)
 
-                    est = a.reps * (secs("cohort") + len(tcfgs) * secs("torch"))
+                    est = a.reps * (secs("cohort") + len(tcfgs) * secs("torch") +
+                                    sum(STARTUP_EXTRA_S.get(n, 0.0) for n in tcfgs))
                     configs.append(dict(model=model, mode=mode, batch=batch, threads=threads, iters=iters,
                                         warmup=warmup, torch_configs=tcfgs, estimate_s=est))
     return configs
@@ -123,7 +138,8 @@ def fmt_duration(s):
 
 def measure(a, c, peaks):
     args = ["--model", c["model"], "--mode", c["mode"], "--batch", str(c["batch"]), "--threads", str(c["threads"]),
-            "--iters", str(c["iters"]), "--warmup", str(c["warmup"]), "--repeats", str(a.windows)]
+            "--iters", str(c["iters"]), "--warmup", str(c["warmup"]), "--repeats", str(a.windows),
+            "--data", a.data] + (["--flush-denormal"] if a.flush_denormal else [])
     sides = [("cohort", [a.cohort] + args, clean_env({}, c["threads"]))]
     for name in c["torch_configs"]:
         extra_args, extra_env = TORCH_CONFIGS[name]
@@ -138,7 +154,7 @@ def measure(a, c, peaks):
     cm = med["cohort"]
     flops = runs["cohort"][0]["flops_per_sample"]
     peak = peak_for(peaks, c["threads"])
-    row = {"model": c["model"], "mode": c["mode"], "batch": c["batch"], "threads": c["threads"], "reps": a.reps,
+    row = {"data": a.data, "flush_denormal": a.flush_denormal, "model": c["model"], "mode": c["mode"], "batch": c["batch"], "threads": c["threads"], "reps": a.reps,
            "warmup": c["warmup"], "iters": c["iters"], "windows": a.windows,
            "flops_per_sample": flops, "cohort_samples_per_s": round(cm, 1),
            "cohort_gflops": round(cm * flops / 1e9, 2),
@@ -160,8 +176,8 @@ def measure(a, c, peaks):
     return row
 
 
-COLUMNS = ["model", "mode", "batch", "threads", "cohort samples/s", "PyTorch samples/s (config)", "ratio",
-           "cohort GFLOP/s", "% of peak", "peak RSS cohort / torch (MiB)"]
+COLUMNS = ["model", "mode", "batch", "threads", "cohort samples/s", "PyTorch best samples/s (config)", "ratio",
+           "PyTorch configurations (samples/s)", "cohort GFLOP/s", "% of peak", "peak RSS cohort / torch (MiB)"]
 
 
 def cells(r):
@@ -169,7 +185,9 @@ def cells(r):
     pct = f"{100 * r['cohort_fraction_of_peak']:.1f}%" if r.get("cohort_fraction_of_peak") is not None else "-"
     return [r["model"], r["mode"], str(r["batch"]), str(r["threads"]), f"{r['cohort_samples_per_s']:.0f}",
             f"{r['torch_samples_per_s']:.0f} ({r['torch_config']})" if has_t else "-",
-            f"{r['ratio']:.2f}" if has_t else "-", f"{r['cohort_gflops']:.1f}", pct,
+            f"{r['ratio']:.2f}" if has_t else "-",
+            ", ".join(f"{n} {v:.0f}" for n, v in r["torch_configs_samples_per_s"].items()) if has_t else "-",
+            f"{r['cohort_gflops']:.1f}", pct,
             f"{r['cohort_peak_rss_mib']:.0f} / {r['torch_peak_rss_mib']:.0f}" if has_t
             else f"{r['cohort_peak_rss_mib']:.0f} / -"]
 
@@ -209,8 +227,12 @@ def main():
                     help="aim of a timed window's length, from guessed rates (sets the steps per window)")
     ap.add_argument("--iters", type=int, help="steps per timed window (overrides --window-seconds)")
     ap.add_argument("--warmup", type=int, help="untimed steps first (default: ~0.5 s worth, 2 to 20)")
-    ap.add_argument("--torch-configs", nargs="+", default=["default", "mkl1"], choices=sorted(TORCH_CONFIGS),
-                    help="PyTorch thread configurations tried for more than 1 thread (the best is compared)")
+    ap.add_argument("--torch-configs", nargs="+", default=["eager", "fused", "channels_last", "compile",
+                                                             "channels_last_mkl1"],
+                    choices=sorted(TORCH_CONFIGS), help="PyTorch configurations (the best is compared)")
+    ap.add_argument("--data", default="real", choices=["real", "synthetic"],
+                    help="real: Fashion-MNIST batches in shuffled order; synthetic: one fixed random batch")
+    ap.add_argument("--flush-denormal", action="store_true", help="both sides flush subnormals (FTZ/DAZ)")
     ap.add_argument("--no-torch", action="store_true", help="measure cohort alone")
     ap.add_argument("--fma-peak", help="path to fma_peak (default: next to cohort_throughput)")
     ap.add_argument("--peak-gflops", nargs="+", type=float, metavar=("ONE_THREAD", "TWO_THREADS"),
@@ -262,8 +284,11 @@ def main():
             with open(a.json, "a") as f:
                 f.write(json.dumps(row) + "\n")
     if rows and "torch_version" in rows[0]:
-        print(f"\nPyTorch {rows[0]['torch_version']}; medians of {a.reps} processes per side, each the median of "
-              f"{a.windows} timed windows; % of peak: cohort GFLOP/s / fma_peak for that thread count")
+        data = ("real Fashion-MNIST batches, rotating through the shuffled training set" if a.data == "real"
+                else "SYNTHETIC: one fixed random batch stepped repeatedly")
+        print(f"\nPyTorch {rows[0]['torch_version']}; data: {data}; subnormals "
+              f"{'flushed (FTZ/DAZ)' if a.flush_denormal else 'IEEE'}; medians of {a.reps} processes per side, each the "
+              f"median of {a.windows} timed windows; % of peak: cohort GFLOP/s / fma_peak for that thread count")
     print_tables(rows, a.markdown)
 
 

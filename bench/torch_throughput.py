@@ -3,6 +3,17 @@
 
     python3 bench/torch_throughput.py --model A --mode train --batch 128 --threads 1
     python3 bench/torch_throughput.py --model C --mode infer --batch 1000 --threads 2 --blas-threads 1
+    python3 bench/torch_throughput.py --model B --channels-last --fused     # PyTorch's faster modes
+    python3 bench/torch_throughput.py --model D --compile --fused
+
+Data (--data): real (the default) is Fashion-MNIST's training set, normalised (the set's mean and
+std, as cohort's Normalization::of), shuffled once (numpy default_rng(0)) and cut into consecutive
+batches that rotate through all 60,000 images, as cohort_throughput does (each side shuffles with
+its own generator); synthetic is one fixed batch of uniform [0, 1) values stepped repeatedly.
+Modes: --channels-last (model and inputs in torch.channels_last), --compile (torch.compile of the
+model; its compilation happens in the untimed warm-up), --fused (the optimiser's fused=True where
+torch has one for it: SGD and Adam; Adadelta has none and keeps its default foreach path).
+--flush-denormal: torch.set_flush_denormal(True) before any thread starts.
 
 Training: zero_grad + forward + loss + backward + the seed's optimiser step, train mode.
 Inference: eval mode under torch.no_grad(), forward only. `--warmup` untimed steps, then `--repeats`
@@ -15,12 +26,14 @@ re-applies N through MKL's own mkl_set_num_threads_local after PyTorch's lazy th
 """
 import argparse
 import ctypes
+import gzip
 import json
 import math
 import os
 import resource
 import time
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -69,6 +82,29 @@ def flops_per_sample(net, input_shape=(1, 28, 28)):
     return forward, 3 * forward - per_layer.get(0, 0)
 
 
+def real_batches(data_dir, batch):
+    """Fashion-MNIST's training set as (count, batch, 1, 28, 28) images and (count, batch) labels."""
+    def read_idx(stem):
+        for name in (stem, stem + ".gz"):
+            path = os.path.join(data_dir, name)
+            if os.path.exists(path):
+                with (gzip.open if name.endswith(".gz") else open)(path, "rb") as f:
+                    data = f.read()
+                dims = data[3]
+                shape = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims))
+                return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+        raise SystemExit(f"torch_throughput: no {stem}[.gz] in {data_dir}")
+    x = read_idx("train-images-idx3-ubyte").astype(np.float32) / 255.0
+    y = read_idx("train-labels-idx1-ubyte").astype(np.int64)
+    x = (x - x.mean()) / x.std()
+    order = np.random.default_rng(0).permutation(len(y))
+    count = len(y) // batch
+    order = order[:count * batch]
+    xs = torch.from_numpy(np.ascontiguousarray(x[order])).reshape(count, batch, 1, 28, 28)
+    ys = torch.from_numpy(np.ascontiguousarray(y[order])).reshape(count, batch)
+    return xs, ys
+
+
 def mkl():
     """MKL's get/set-threads entry points inside libtorch_cpu (None where PyTorch has no MKL)."""
     try:
@@ -89,7 +125,15 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     ap.add_argument("--blas-threads", type=int, default=0,
                     help="hold MKL (PyTorch's BLAS: Linear layers) to this many threads (0: PyTorch's choice)")
+    ap.add_argument("--data", default="real", choices=["real", "synthetic"])
+    ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--channels-last", action="store_true", help="model and inputs in channels_last")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--fused", action="store_true", help="fused optimiser where torch has one (SGD, Adam)")
+    ap.add_argument("--flush-denormal", action="store_true", help="torch.set_flush_denormal(True)")
     a = ap.parse_args()
+    if a.flush_denormal and not torch.set_flush_denormal(True):
+        raise SystemExit("torch_throughput: this CPU cannot flush denormals")
     torch.set_num_threads(a.threads)
     torch.zeros(1 << 16).add_(1)  # a parallel op: PyTorch's per-thread lazy set-up, which resets MKL's count
     mkl_fns = mkl()
@@ -102,25 +146,36 @@ def main():
     torch.manual_seed(0)
     net = model(a.model)
     fwd_flops, train_flops = flops_per_sample(net)
+    fmt = torch.channels_last if a.channels_last else torch.contiguous_format
+    net = net.to(memory_format=fmt)
+    fused = {"fused": True} if a.fused else {}
     if a.model == "A":
         opt, loss_fn = torch.optim.Adadelta(net.parameters(), lr=0.5), F.nll_loss
     elif a.model == "B":
-        opt, loss_fn = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9), F.cross_entropy
+        opt, loss_fn = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, **fused), F.cross_entropy
     else:
-        opt, loss_fn = torch.optim.Adam(net.parameters(), lr=1e-3, eps=1e-7), F.cross_entropy
-    x = torch.rand(a.batch, 1, 28, 28)
-    y = torch.arange(a.batch) % 10
+        opt, loss_fn = torch.optim.Adam(net.parameters(), lr=1e-3, eps=1e-7, **fused), F.cross_entropy
+    if a.data == "real":
+        xs, ys = real_batches(a.data_dir, a.batch)
+    else:
+        xs, ys = torch.rand(1, a.batch, 1, 28, 28), (torch.arange(a.batch) % 10).unsqueeze(0)
+    xs = [xb.contiguous(memory_format=fmt) for xb in xs]  # laid out once, outside the timing
     train = a.mode == "train"
     net.train(train)
+    run = torch.compile(net) if a.compile else net
+    passes = [0]
 
     def step():
+        k = passes[0] % len(xs)
+        passes[0] += 1
+        x, y = xs[k], ys[k]
         if train:
             opt.zero_grad()
-            loss_fn(net(x), y).backward()
+            loss_fn(run(x), y).backward()
             opt.step()
         else:
             with torch.no_grad():
-                net(x)
+                run(x)
 
     for _ in range(a.warmup):
         step()
@@ -134,7 +189,9 @@ def main():
     median = sorted(rates)[len(rates) // 2]  # as cohort_throughput: the upper median for an even count
     flops = train_flops if train else fwd_flops
     print(json.dumps({
-        "framework": "pytorch", "torch": torch.__version__, "model": a.model, "mode": a.mode, "batch": a.batch,
+        "framework": "pytorch", "torch": torch.__version__, "data": a.data, "batches_in_rotation": len(xs),
+        "channels_last": a.channels_last, "compile": a.compile, "fused": a.fused,
+        "flush_denormal": a.flush_denormal, "model": a.model, "mode": a.mode, "batch": a.batch,
         "threads": torch.get_num_threads(), "blas_threads": a.blas_threads or None,
         "mkl_threads": [mkl_threads_before, mkl_fns[0]() if mkl_fns else None],
         "env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ},
