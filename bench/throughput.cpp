@@ -84,8 +84,8 @@ Batches make_batches(const Config& c) {
   }
   const auto files = find_idx_files(c.data_dir, Split::train);
   const auto images = read_idx(files.images, idx_images_magic);
-  const auto set = ImageDataset<Shape>::from_idx(images, read_idx(files.labels, idx_labels_magic), 10,
-                                                 Normalization::of(images));
+  const auto set =
+      ImageDataset<Shape>::from_idx(images, read_idx(files.labels, idx_labels_magic), 10, Normalization::of(images));
   std::vector<std::size_t> order(set.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::mt19937_64 gen(0);
