@@ -57,7 +57,7 @@ class DeviceBuffer {
   /// Sets the size; reallocates (keeping the contents) only when `n` exceeds the capacity.
   /// Elements between the old and the new size are zeroed, as HostBuffer does.
   void resize(std::size_t n) {
-    if (n > storage_.size()) storage_.resize(n); // keeps the contents
+    reserve(n); // keeps the contents
     // Zero [size_, n) here rather than rely on resize: after a shrink, the storage past size_
     // still holds the old values.
     if (n > size_) {
@@ -70,9 +70,10 @@ class DeviceBuffer {
   /// (a per-step zero fill is a device pass per call). Elements past the old size hold whatever
   /// was there; only growth beyond the capacity allocates (and then zeroes the new storage).
   void resize_uninitialized(std::size_t n) {
-    if (n > storage_.size()) storage_.resize(n);
+    reserve(n);
     size_ = n;
   }
+  /// Grows the storage to hold `n` elements (keeping the contents), leaving the size as it is.
   void reserve(std::size_t n) {
     if (n > storage_.size()) storage_.resize(n);
   }
