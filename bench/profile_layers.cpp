@@ -3,7 +3,10 @@
 //   profile_layers --model A --batch 128 --threads 1
 //
 // Prints a table (forward and backward milliseconds per step for each layer, the optimiser step,
-// and the loss) and one JSON line per layer.
+// and the loss). Conv2d and Linear rows also show GFLOP/s counted as
+// bench/flops.hpp counts them (the direct algorithm's multiply-adds, whatever algorithm ran: a
+// Winograd layer can pass 100%), and, with --peak (fma_peak's GFLOP/s for the same thread
+// count), the share of that peak.
 
 #include <chrono>
 #include <cstdio>
@@ -17,11 +20,13 @@
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 
+#include "flops.hpp"
+
 using namespace cohort;
 
 namespace {
 template <class Model, class Loss, class Opt>
-void profile(const std::string& name, Opt opt, std::size_t batch, std::size_t steps) {
+void profile(const std::string& name, Opt opt, std::size_t batch, std::size_t steps, double peak) {
   Network<Model> net(0);
   Loss loss;
   std::mt19937 gen(0);
@@ -60,12 +65,26 @@ void profile(const std::string& name, Opt opt, std::size_t batch, std::size_t st
   }();
   std::printf("model %s, batch %zu, %zu thread(s): %.2f ms per training step (%.0f samples/s)\n", name.c_str(), batch,
               num_threads(), total, double(batch) / total * 1e3);
-  std::printf("%-28s %10s %10s %7s\n", "layer", "fwd ms", "bwd ms", "share");
+  // Forward operations per sample of each layer (0 for layers without weights).
+  const std::vector<double> flops = []<std::size_t... I>(std::index_sequence<I...>) {
+    return std::vector<double>{double(bench::detail::forward_flops<detail::at_t<I, typename Model::layers>>())...};
+  }
+  (std::make_index_sequence<Model::layer_count>{});
+  std::printf("%-28s %10s %10s %7s %9s %9s %7s\n", "layer", "fwd ms", "bwd ms", "share", "fwd GF/s", "bwd GF/s",
+              peak > 0 ? "% peak" : "");
   double accounted = 0;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const double f = prof.forward[i] / double(steps) * 1e3, b = prof.backward[i] / double(steps) * 1e3;
     accounted += f + b;
-    std::printf("%2zu %-25s %10.3f %10.3f %6.1f%%\n", i, names[i].c_str(), f, b, 100 * (f + b) / total);
+    std::printf("%2zu %-25s %10.3f %10.3f %6.1f%%", i, names[i].c_str(), f, b, 100 * (f + b) / total);
+    if (flops[i] > 0) {
+      // Backward: dW, plus dX for every layer but the first (the executor skips its dX).
+      const double fwd = flops[i] * double(batch), bwd = fwd * (i == 0 ? 1 : 2);
+      const double gf = fwd / f * 1e-6, gb = bwd / b * 1e-6, all = (fwd + bwd) / (f + b) * 1e-6;
+      std::printf(" %9.1f %9.1f", gf, gb);
+      if (peak > 0) std::printf(" %6.1f%%", 100 * all / peak);
+    }
+    std::printf("\n");
   }
   const double l = t_loss / double(steps) * 1e3, o = t_opt / double(steps) * 1e3;
   std::printf("%-28s %10.3f %10s %6.1f%%\n", "loss", l, "", 100 * l / total);
@@ -78,20 +97,22 @@ void profile(const std::string& name, Opt opt, std::size_t batch, std::size_t st
 int main(int argc, char** argv) {
   std::string model = "A";
   std::size_t batch = 128, threads = 1, steps = 10;
+  double peak = 0;
   CLI::App app{"per-layer time of a training step"};
   app.add_option("--model", model)->check(CLI::IsMember({"A", "B", "C", "D", "resnet"}));
   app.add_option("--batch", batch)->check(CLI::Range(1, 65536));
   app.add_option("--threads", threads)->check(CLI::Range(1, 256));
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
+  app.add_option("--peak", peak, "fma_peak's GFLOP/s for this thread count: adds a % of peak column");
   CLI11_PARSE(app, argc, argv);
   set_num_threads(threads);
   using namespace cohort::models;
-  if (model == "A") profile<ModelA, NllLoss<>>("A", Adadelta({.lr = 0.5}), batch, steps);
-  if (model == "B") profile<ModelB, CrossEntropyLoss<>>("B", Sgd({.lr = 0.01, .momentum = 0.9}), batch, steps);
-  if (model == "C") profile<ModelC, CrossEntropyLoss<>>("C", Adam({.lr = 1e-3, .eps = 1e-7}), batch, steps);
-  if (model == "D") profile<ModelD, CrossEntropyLoss<>>("D", Adam({.lr = 1e-3, .eps = 1e-7}), batch, steps);
+  if (model == "A") profile<ModelA, NllLoss<>>("A", Adadelta({.lr = 0.5}), batch, steps, peak);
+  if (model == "B") profile<ModelB, CrossEntropyLoss<>>("B", Sgd({.lr = 0.01, .momentum = 0.9}), batch, steps, peak);
+  if (model == "C") profile<ModelC, CrossEntropyLoss<>>("C", Adam({.lr = 1e-3, .eps = 1e-7}), batch, steps, peak);
+  if (model == "D") profile<ModelD, CrossEntropyLoss<>>("D", Adam({.lr = 1e-3, .eps = 1e-7}), batch, steps, peak);
   // ResNet-20: a residual block is one row (its branches inside).
   if (model == "resnet")
     profile<ResNet20, CrossEntropyLoss<>>("resnet", Sgd({.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4}), batch,
-                                          steps);
+                                          steps, peak);
 }

@@ -23,6 +23,7 @@
 #include "cohort/backend/cpu/conv2d_direct.hpp"
 #include "cohort/backend/cpu/conv2d_dy.hpp"
 #include "cohort/backend/cpu/conv2d_strided.hpp"
+#include "cohort/backend/cpu/conv2d_winograd.hpp"
 #include "cohort/backend/cpu/convert.hpp"
 #include "cohort/backend/cpu/gemm.hpp"
 #include "cohort/backend/cpu/tap_range.hpp"
@@ -106,6 +107,8 @@ struct ops::Conv2dKernels<Cpu> {
     HostBuffer<float> packed, packed_t;            // weights for forward and for dX
     HostBuffer<bfloat16> amx_packed, amx_packed_t; // the same for the AMX kernels (bfloat16)
     HostBuffer<float> bias, bias_tiles;            // the bias in float (16-bit storage types), as AMX tiles
+    HostBuffer<float> winograd, winograd_t;        // Winograd-transformed weights, forward and dX
+    HostBuffer<float> winograd_bias;               // the bias padded to the Winograd output channels
     HostBuffer<std::uint8_t> window;               // fused pool: argmax of each window (2*down + right)
     void reserve(std::size_t) noexcept {}
   };
@@ -253,9 +256,42 @@ struct ops::Conv2dKernels<Cpu> {
         return;
       }
     }
+    if constexpr (cpu::winograd::applicable<Gk>) {
+      switch (cpu::conv_algorithm<Gk>()) {
+      case cpu::ConvAlgorithm::winograd_f2:
+        return run_winograd<G, Gk, 2>(ctx, isa, w, transpose_rotate, bias, batch, ws, pad, unpad);
+      case cpu::ConvAlgorithm::winograd_f4:
+        return run_winograd<G, Gk, 4>(ctx, isa, w, transpose_rotate, bias, batch, ws, pad, unpad);
+      default:
+        break;
+      }
+    }
     HostBuffer<float>& packed = transpose_rotate ? ws.packed_t : ws.packed;
     cpu::direct::pack_for<G, Gk>(isa, w, packed, transpose_rotate);
     run_groups<Gk>(ctx, isa, batch, cpu::direct::forward_rows<Gk>(isa), packed.data(), bias, pad, unpad);
+  }
+
+  /// run_direct's work by Winograd F(M x M, K x K) (conv2d_winograd.hpp): the weights transformed
+  /// once per call, groups of samples split between threads as for the direct kernel.
+  template <class G, class Gk, std::size_t M, class T, class Pad, class Unpad>
+  static void run_winograd(CpuContext& ctx, Isa isa, const T* w, bool transpose_rotate, const float* bias,
+                           std::size_t batch, workspace<G, T>& ws, Pad& pad, Unpad& unpad) {
+    using P = cpu::winograd::Plan<Gk, M>;
+    HostBuffer<float>& u = transpose_rotate ? ws.winograd_t : ws.winograd;
+    cpu::winograd::pack_weights<G, Gk, M>(cpu::direct::width(isa), w, u, transpose_rotate);
+    const float* b = nullptr;
+    if (bias) {
+      if (ws.winograd_bias.size() != P::cout) ws.winograd_bias.resize(P::cout);
+      std::fill(std::copy(bias, bias + Gk::out_channels, ws.winograd_bias.data()), ws.winograd_bias.data() + P::cout,
+                0.f);
+      b = ws.winograd_bias.data();
+    }
+    for_each_group(ctx, batch, P::group, [&, isa](std::size_t n0, std::size_t count, std::size_t group) {
+      float* scratch = cpu::detail::conv_scratch<float>(cpu::winograd::scratch_floats<Gk, M>(group)).data();
+      float* xt = scratch + cpu::winograd::GroupScratch<P>::floats(group);
+      float* yw = xt + P::Wide::cin * P::Wide::plane;
+      cpu::winograd::run_group_dispatch<Gk, M>(isa, n0, count, u.data(), b, scratch, xt, yw, pad, unpad);
+    });
   }
 
   /// Calls `group_fn(n0, count, group)` for the batch cut into groups of at most `max_group`
@@ -323,7 +359,8 @@ struct ops::Conv2dKernels<Cpu> {
   static void direct_backward(CpuContext& ctx, const T* x, const T* w, const Source& dy, T* dx, float* dw, float* db,
                               std::size_t batch, bool accumulate, workspace<G, T>& ws) {
     const Isa isa = cpu::active_isa();
-    if (!amx_weight_grad<G>(ctx, x, dy, dw, db, batch, accumulate)) {
+    if (!amx_weight_grad<G>(ctx, x, dy, dw, db, batch, accumulate) &&
+        !winograd_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate)) {
       if constexpr (cpu::direct::channel_weight_grad<G>)
         channel_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate);
       else
@@ -470,6 +507,70 @@ struct ops::Conv2dKernels<Cpu> {
       (void)ctx, (void)x, (void)dy, (void)dw, (void)db, (void)batch, (void)accumulate;
       return false;
     }
+  }
+
+  /// dW and db by Winograd F(K x K, M x M) when conv_algorithm<G>() asks for tiles of M
+  /// (conv2d_winograd.hpp): groups of samples transformed (split by sample), then each position's
+  /// GEMM accumulated over the groups in order (split by position), then the output transform
+  /// (split by channel). Groups depend on the batch size only: so does the result.
+  template <class G, class T, class Source>
+  static bool winograd_weight_grad(CpuContext& ctx, Isa isa, const T* x, const Source& dy, float* dw, float* db,
+                                   std::size_t batch, bool accumulate) {
+    if constexpr (cpu::winograd::applicable<G>) {
+      switch (cpu::conv_algorithm<G>()) {
+      case cpu::ConvAlgorithm::winograd_f2:
+        winograd_weight_grad<G, 2>(ctx, isa, x, dy, dw, db, batch, accumulate);
+        return true;
+      case cpu::ConvAlgorithm::winograd_f4:
+        winograd_weight_grad<G, 4>(ctx, isa, x, dy, dw, db, batch, accumulate);
+        return true;
+      default:
+        break;
+      }
+    }
+    (void)ctx, (void)isa, (void)x, (void)dy, (void)dw, (void)db, (void)batch, (void)accumulate;
+    return false;
+  }
+  template <class G, std::size_t M, class T, class Source>
+  static void winograd_weight_grad(CpuContext& ctx, Isa isa, const T* x, const Source& dy, float* dw, float* db,
+                                   std::size_t batch, bool accumulate) {
+    using P = cpu::winograd::GradPlan<G, M>;
+    using V = cpu::direct::Wide<G>;
+    ThreadPool& pool = ctx.threads();
+    const std::size_t group = std::min(batch, P::group);
+    // Transients of the calling thread: Xp and Dh of one group, the accumulators, per-sample db.
+    float* xp = cpu::detail::transient(0, P::transformed(group));
+    float* dh = xp + P::positions * group * P::tiles * P::cin;
+    float* acc = cpu::detail::transient(1, P::acc_size);
+    float* db_n = cpu::detail::transient(3, batch * P::dy_channels);
+    for (std::size_t n0 = 0; n0 < batch; n0 += group) {
+      const std::size_t count = std::min(group, batch - n0), rows = count * P::tiles;
+      pool.parallel_for(count, 1, [&, isa, n0, rows](std::size_t lo, std::size_t hi) {
+        float* xt = cpu::detail::conv_scratch<float>(P::sample_scratch).data();
+        float* xh = xt + V::cin * V::plane;
+        float* dyt = xh + P::in_size;
+        for (std::size_t i = lo; i < hi; ++i) {
+          const std::size_t n = n0 + i;
+          cpu::direct::pad_sample<G>(sample(x, n, G::in_size), xt);
+          dy.transposed(n, dyt, P::dy_channels);
+          if (db)
+            cpu::direct::bias_grad(isa, dyt, G::out_h * G::out_w, P::dy_channels, P::dy_channels,
+                                   db_n + n * P::dy_channels, false);
+          cpu::winograd::grad_sample_dispatch<G, M>(isa, xt, dyt, xh, xp, dh, i * P::tiles, rows);
+        }
+      });
+      pool.parallel_for(P::positions, 1, [&, isa, n0, rows](std::size_t p0, std::size_t p1) {
+        cpu::winograd::grad_multiply_dispatch<G, M>(isa, xp, dh, acc, rows, p0, p1, n0 == 0);
+      });
+    }
+    for (std::size_t o = 0; db && o < G::out_channels; ++o) {
+      float s = db_n[o];
+      for (std::size_t n = 1; n < batch; ++n) s += db_n[n * P::dy_channels + o];
+      db[o] = accumulate ? db[o] + s : s;
+    }
+    pool.parallel_for(G::out_channels, 1, [&](std::size_t k0, std::size_t k1) {
+      cpu::winograd::grad_output<G, M>(acc, dw, accumulate, k0, k1);
+    });
   }
 
   /// dW and db through (patch x channel) tiles over dY transposed to (position, channel).
