@@ -140,7 +140,8 @@ def measure(a, c, peaks):
     args = ["--model", c["model"], "--mode", c["mode"], "--batch", str(c["batch"]), "--threads", str(c["threads"]),
             "--iters", str(c["iters"]), "--warmup", str(c["warmup"]), "--repeats", str(a.windows),
             "--data", a.data] + (["--flush-denormal"] if a.flush_denormal else [])
-    sides = [("cohort", [a.cohort] + args, clean_env({}, c["threads"]))]
+    cohort_env = {"COHORT_CONV_ALGORITHM": a.conv_algorithm} if a.conv_algorithm else {}
+    sides = [("cohort", [a.cohort] + args, clean_env(cohort_env, c["threads"]))]
     for name in c["torch_configs"]:
         extra_args, extra_env = TORCH_CONFIGS[name]
         sides.append((name, [a.python, os.path.join(HERE, "torch_throughput.py")] + args + extra_args,
@@ -160,6 +161,7 @@ def measure(a, c, peaks):
            "cohort_gflops": round(cm * flops / 1e9, 2),
            "peak_gflops": peak, "cohort_fraction_of_peak": round(cm * flops / 1e9 / peak, 4) if peak else None,
            "cohort_peak_rss_mib": max(r["peak_rss_mib"] for r in runs["cohort"]),
+           "cohort_conv_algorithm": runs["cohort"][0].get("conv_algorithm", "auto"),
            "cohort_runs_samples_per_s": [r["samples_per_s"] for r in runs["cohort"]]}
     if c["torch_configs"]:
         best = max(c["torch_configs"], key=lambda n: med[n])
@@ -183,7 +185,8 @@ COLUMNS = ["model", "mode", "batch", "threads", "cohort samples/s", "PyTorch bes
 def cells(r):
     has_t = "torch_samples_per_s" in r
     pct = f"{100 * r['cohort_fraction_of_peak']:.1f}%" if r.get("cohort_fraction_of_peak") is not None else "-"
-    return [r["model"], r["mode"], str(r["batch"]), str(r["threads"]), f"{r['cohort_samples_per_s']:.0f}",
+    alg = r.get("cohort_conv_algorithm", "auto")
+    return [r["model"] + ("" if alg == "auto" else f" ({alg})"), r["mode"], str(r["batch"]), str(r["threads"]), f"{r['cohort_samples_per_s']:.0f}",
             f"{r['torch_samples_per_s']:.0f} ({r['torch_config']})" if has_t else "-",
             f"{r['ratio']:.2f}" if has_t else "-",
             ", ".join(f"{n} {v:.0f}" for n, v in r["torch_configs_samples_per_s"].items()) if has_t else "-",
@@ -234,6 +237,8 @@ def main():
                     help="real: Fashion-MNIST batches in shuffled order; synthetic: one fixed random batch")
     ap.add_argument("--flush-denormal", action="store_true", help="both sides flush subnormals (FTZ/DAZ)")
     ap.add_argument("--no-torch", action="store_true", help="measure cohort alone")
+    ap.add_argument("--conv-algorithm", choices=["auto", "direct", "f2", "f4"],
+                    help="cohort's convolution algorithm (COHORT_CONV_ALGORITHM; default: the environment's, else auto)")
     ap.add_argument("--fma-peak", help="path to fma_peak (default: next to cohort_throughput)")
     ap.add_argument("--peak-gflops", nargs="+", type=float, metavar=("ONE_THREAD", "TWO_THREADS"),
                     help="the machine's FMA peak instead of running fma_peak")

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -158,13 +159,15 @@ void run(const Config& c, Opt opt) {
     std::snprintf(buf, sizeof buf, "%s%.1f", windows.empty() ? "" : ", ", r);
     windows += buf;
   }
-  std::printf("{\"framework\": \"cohort\", \"data\": \"%s\", \"batches_in_rotation\": %zu, "
+  // The convolution algorithm asked for (COHORT_CONV_ALGORITHM, see backend/cpu/conv2d_winograd.hpp).
+  const char* algorithm = std::getenv("COHORT_CONV_ALGORITHM");
+  std::printf("{\"framework\": \"cohort\", \"conv_algorithm\": \"%s\", \"data\": \"%s\", \"batches_in_rotation\": %zu, "
               "\"flush_denormal\": %s, \"replicas\": %zu, \"deterministic\": %s, \"model\": \"%s\", \"mode\": "
               "\"%s\", \"batch\": %zu, \"threads\": %zu, "
               "\"warmup\": %zu, \"iters\": %zu, \"repeats\": %zu, \"samples_per_s\": %.1f, \"window_samples_per_s\": "
               "[%s], \"ms_per_step\": %.3f, \"flops_per_sample\": %zu, \"gflops\": %.2f, \"peak_rss_mib\": %.1f}\n",
-              c.data.c_str(), data.count, c.flush_denormal ? "true" : "false", c.replicas,
-              c.deterministic ? "true" : "false", c.model.c_str(), c.mode.c_str(), c.batch,
+              algorithm ? algorithm : "auto", c.data.c_str(), data.count, c.flush_denormal ? "true" : "false",
+              c.replicas, c.deterministic ? "true" : "false", c.model.c_str(), c.mode.c_str(), c.batch,
               c.replicas ? c.threads : num_threads(), c.warmup, c.iters, c.repeats, median, windows.c_str(),
               1e3 * double(c.batch) / median, flops, median * double(flops) / 1e9, bench::peak_rss_mib());
 }

@@ -417,8 +417,12 @@ struct GradPlan : Plan<G, M, 32> {
   /// dY as (position, channel) rows (PlainDy/PooledDy::transposed), channels padded to 16.
   static constexpr std::size_t dy_channels = direct::round_up(G::out_channels, 16);
   static constexpr std::size_t dy_size = G::out_h * G::out_w * dy_channels;
-  /// Samples per group: about 192 tiles, the depth of each accumulating GEMM.
-  static constexpr std::size_t group = std::max<std::size_t>(1, (192 + Base::tiles - 1) / Base::tiles);
+  /// Tiles per group, the depth of each accumulating GEMM: at least 192, more where few channels
+  /// keep a group's Xp and Dh small (up to 2 MiB): each group costs two rounds of the thread
+  /// pool, which cost more than the products of a 32-channel layer's group of 192 tiles.
+  static constexpr std::size_t group_tiles =
+      std::max<std::size_t>(192, (std::size_t(1) << 19) / (Base::positions * (Base::cin + dy_channels)));
+  static constexpr std::size_t group = std::max<std::size_t>(1, (group_tiles + Base::tiles - 1) / Base::tiles);
   static constexpr std::size_t acc_size = Base::positions * G::out_channels * Base::cin;
   /// Floats of Xp and Dh for `count` samples.
   static constexpr std::size_t transformed(std::size_t count) noexcept {
