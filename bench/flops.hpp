@@ -22,7 +22,20 @@ namespace cohort::bench {
 
 namespace detail {
 
-/// Forward multiply-add operations (x2) per sample of one bound layer; 0 for layers without weights.
+template <class Bound>
+constexpr std::size_t forward_flops();
+
+/// The sum of forward_flops over a chain of bound layers (a network, or a residual branch).
+template <class Chain>
+constexpr std::size_t chain_flops() {
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return (std::size_t{0} + ... + forward_flops<cohort::detail::at_t<I, typename Chain::layers>>());
+  }
+  (std::make_index_sequence<Chain::layer_count>{});
+}
+
+/// Forward multiply-add operations (x2) per sample of one bound layer: a Conv2d, a Linear, or a
+/// residual block (its body, plus its shortcut unless that is the identity); 0 for the rest.
 template <class Bound>
 constexpr std::size_t forward_flops() {
   if constexpr (requires {
@@ -35,7 +48,15 @@ constexpr std::size_t forward_flops() {
                        Bound::out_features;
                      })
     return 2 * Bound::in_features * Bound::out_features; // Linear
-  else
+  else if constexpr (requires {
+                       typename Bound::body_chain;
+                       Bound::identity;
+                     }) {
+    if constexpr (Bound::identity)
+      return chain_flops<typename Bound::body_chain>();
+    else
+      return chain_flops<typename Bound::body_chain>() + chain_flops<typename Bound::shortcut_chain>();
+  } else
     return 0;
 }
 
@@ -44,10 +65,7 @@ constexpr std::size_t forward_flops() {
 /// `Flops<Net>::forward` and `Flops<Net>::train`: operations per sample (see the file comment).
 template <class Net>
 struct Flops {
-  static constexpr std::size_t forward = []<std::size_t... I>(std::index_sequence<I...>) {
-    return (std::size_t{0} + ... + detail::forward_flops<cohort::detail::at_t<I, typename Net::layers>>());
-  }
-  (std::make_index_sequence<Net::layer_count>{});
+  static constexpr std::size_t forward = detail::chain_flops<Net>();
 
   /// The input gradient of layer 0 is skipped by the executor (nothing consumes it).
   static constexpr std::size_t first_layer = detail::forward_flops<cohort::detail::at_t<0, typename Net::layers>>();

@@ -21,12 +21,14 @@
 /// path (the fused ReLU and max-pool, dX from a pooled gradient) are shared unchanged. Inside,
 /// planes are transposed to channel-last so every transform is vectorised over 16 channels.
 ///
-/// Every output element is one fixed sequence of operations (its tile's transform, a GEMM row
-/// reduced over input channels in order, the output transform): the result does not depend on the
-/// batch size, the grouping of samples or the thread count.
+/// Forward and dX: every output element is one fixed sequence of operations (its tile's
+/// transform, a GEMM row reduced over input channels in order, the output transform), whatever
+/// the batch, the grouping of samples or the thread count. dW: sums over sample groups fixed by the
+/// batch size, in order: it does not depend on the thread count.
 ///
-/// The rounding error is larger than the direct kernel's and grows with m (tests/backend/cpu/
-/// conv2d_winograd.cpp measures it per algorithm); conv_algorithm() says which one a layer uses.
+/// Rounding error (tests/backend/cpu/conv2d_winograd.cpp measures it per algorithm): F(2x2, 3x3)'s
+/// is no larger than the direct kernel's, F(4x4)'s and the 5x5 kernels' are several times larger
+/// and grow with the channel count. conv_algorithm() says which one a layer uses.
 
 #include <algorithm>
 #include <array>
@@ -222,7 +224,7 @@ void to_channels_last(const float* __restrict xt, float* __restrict xh) {
 template <class P, class Gk>
 void to_wide(const float* __restrict yh, float* __restrict yw) {
   using Wd = typename P::Wide;
-  constexpr std::size_t cols = P::tiles_w * (P::alpha - P::r + 1);
+  constexpr std::size_t cols = P::tiles_w * P::m;
   for (std::size_t k = 0; k < Gk::out_channels; ++k) {
     float* __restrict plane = yw + k * Wd::positions;
     for (std::size_t h = 0; h < Wd::ho; ++h) {
@@ -233,6 +235,16 @@ void to_wide(const float* __restrict yh, float* __restrict yw) {
     }
     std::fill(plane + Wd::ho * Wd::wp, plane + Wd::positions, 0.f);
   }
+}
+
+/// s + sum_k row[k] * v(k) over one row of a transform matrix: zeros skipped, ones not multiplied
+/// (the rows are compile-time constants, so once the loops are unrolled no test is left).
+template <int W, std::size_t K, class Value>
+COHORT_ALWAYS_INLINE vec<W> combine(const std::array<float, K>& row, Value&& v, vec<W> s = vec<W>{}) {
+#pragma GCC unroll 8
+  for (std::size_t k = 0; k < K; ++k)
+    if (row[k] != 0.f) s += row[k] == 1.f ? v(k) : broadcast<W>(row[k]) * v(k);
+  return s;
 }
 
 /// Where input_tiles stores channel c of tile t at position pos: pos * pos_stride + (c / nr) *
@@ -262,24 +274,14 @@ COHORT_ALWAYS_INLINE void input_tiles(const float* __restrict xh, float* __restr
 #pragma GCC unroll 8
           for (std::size_t k = 0; k < A; ++k) col[k] = load<W>(d + (k * P::in_cols + j) * P::cin + c);
 #pragma GCC unroll 8
-          for (std::size_t i = 0; i < A; ++i) {
-            vec<W> s{};
-#pragma GCC unroll 8
-            for (std::size_t k = 0; k < A; ++k)
-              if (C::bt[i][k] != 0.f) s += C::bt[i][k] == 1.f ? col[k] : broadcast<W>(C::bt[i][k]) * col[k];
-            tmp[i][j] = s;
-          }
+          for (std::size_t i = 0; i < A; ++i) tmp[i][j] = combine<W>(C::bt[i], [&](std::size_t k) { return col[k]; });
         }
 #pragma GCC unroll 8
         for (std::size_t i = 0; i < A; ++i)
 #pragma GCC unroll 8
-          for (std::size_t j = 0; j < A; ++j) {
-            vec<W> s{};
-#pragma GCC unroll 8
-            for (std::size_t k = 0; k < A; ++k)
-              if (C::bt[j][k] != 0.f) s += C::bt[j][k] == 1.f ? tmp[i][k] : broadcast<W>(C::bt[j][k]) * tmp[i][k];
-            store<W>(at + (i * A + j) * layout.pos_stride, s);
-          }
+          for (std::size_t j = 0; j < A; ++j)
+            store<W>(at + (i * A + j) * layout.pos_stride,
+                     combine<W>(C::bt[j], [&](std::size_t k) { return tmp[i][k]; }));
       }
     }
 }
@@ -303,25 +305,15 @@ COHORT_ALWAYS_INLINE void output_tiles(const float* __restrict m, const float* _
 #pragma GCC unroll 8
           for (std::size_t l = 0; l < A; ++l) col[l] = load<W>(in + (l * A + j) * pos_stride + k);
 #pragma GCC unroll 4
-          for (std::size_t i = 0; i < M; ++i) {
-            vec<W> s{};
-#pragma GCC unroll 8
-            for (std::size_t l = 0; l < A; ++l)
-              if (C::at[i][l] != 0.f) s += C::at[i][l] == 1.f ? col[l] : broadcast<W>(C::at[i][l]) * col[l];
-            tmp[i][j] = s;
-          }
+          for (std::size_t i = 0; i < M; ++i) tmp[i][j] = combine<W>(C::at[i], [&](std::size_t l) { return col[l]; });
         }
         const vec<W> b = bias ? load<W>(bias + k) : vec<W>{};
 #pragma GCC unroll 4
         for (std::size_t i = 0; i < M; ++i)
 #pragma GCC unroll 4
-          for (std::size_t j = 0; j < M; ++j) {
-            vec<W> s = b;
-#pragma GCC unroll 8
-            for (std::size_t l = 0; l < A; ++l)
-              if (C::at[j][l] != 0.f) s += C::at[j][l] == 1.f ? tmp[i][l] : broadcast<W>(C::at[j][l]) * tmp[i][l];
-            store<W>(out + (i * cols + j) * P::cout + k, s);
-          }
+          for (std::size_t j = 0; j < M; ++j)
+            store<W>(out + (i * cols + j) * P::cout + k, combine<W>(
+                                                             C::at[j], [&](std::size_t l) { return tmp[i][l]; }, b));
       }
     }
 }
@@ -456,23 +448,12 @@ COHORT_ALWAYS_INLINE void dy_tiles(const float* __restrict dyt, float* __restric
 #pragma GCC unroll 8
         for (std::size_t i = 0; i < A; ++i)
 #pragma GCC unroll 4
-          for (std::size_t b = 0; b < M; ++b) {
-            vec<W> s{};
-#pragma GCC unroll 4
-            for (std::size_t a = 0; a < M; ++a)
-              if (C::g[i][a] != 0.f) s += C::g[i][a] == 1.f ? d[a][b] : broadcast<W>(C::g[i][a]) * d[a][b];
-            tmp[i][b] = s;
-          }
+          for (std::size_t b = 0; b < M; ++b) tmp[i][b] = combine<W>(C::g[i], [&](std::size_t a) { return d[a][b]; });
 #pragma GCC unroll 8
         for (std::size_t i = 0; i < A; ++i)
 #pragma GCC unroll 8
-          for (std::size_t j = 0; j < A; ++j) {
-            vec<W> s{};
-#pragma GCC unroll 4
-            for (std::size_t b = 0; b < M; ++b)
-              if (C::g[j][b] != 0.f) s += C::g[j][b] == 1.f ? tmp[i][b] : broadcast<W>(C::g[j][b]) * tmp[i][b];
-            store<W>(out + (i * A + j) * pos_stride + k, s);
-          }
+          for (std::size_t j = 0; j < A; ++j)
+            store<W>(out + (i * A + j) * pos_stride + k, combine<W>(C::g[j], [&](std::size_t b) { return tmp[i][b]; }));
       }
     }
 }
