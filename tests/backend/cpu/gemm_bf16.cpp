@@ -4,10 +4,13 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <cohort/backend/cpu/gemm_bf16.hpp>
@@ -108,4 +111,25 @@ TEST_CASE("gemm_bf16: packing puts k pairs side by side in 16-column panels, zer
   CHECK(float(p[64]) == 0.f);          // pair 2: padding
   CHECK(float(p[16 * 32]) == 17.f);    // panel 1: b[0][16]
   CHECK(float(p[16 * 32 + 4]) == 0.f); // column 18 does not exist
+}
+
+TEST_CASE("gemm_bf16: the engine is AMX where present, else AVX512-BF16 where measured faster than FMAs, else none") {
+  if (std::getenv("COHORT_BF16_DOT")) COHORT_SKIP("COHORT_BF16_DOT pins the engine in this run");
+  const double speedup = cpu::avx512_bf16_speedup();
+  MESSAGE("VDPBF16PS / FMA multiply-adds per second on this core: "
+          << speedup << "; engine " << std::string(cpu::bf16_dot_name(cpu::bf16_dot_engine())));
+  if (!cpu::has_avx512_bf16()) CHECK(speedup == 0.0);
+  const cpu::Bf16Dot expected = cpu::has_amx_bf16()                       ? cpu::Bf16Dot::amx
+                                : speedup >= cpu::avx512_bf16_min_speedup ? cpu::Bf16Dot::avx512
+                                                                          : cpu::Bf16Dot::none;
+  CHECK(cpu::bf16_dot_engine() == expected);
+#if COHORT_X86
+  // The measurement is stable enough to decide on: another one lands on the same side.
+  if (cpu::has_avx512_bf16()) {
+    double fma = 0, dot = 0;
+    for (int round = 0; round < 3; ++round)
+      fma = std::max(fma, cpu::detail::fma_rate(8000)), dot = std::max(dot, cpu::detail::bf16_dot_rate(8000));
+    CHECK((dot / fma >= cpu::avx512_bf16_min_speedup) == (speedup >= cpu::avx512_bf16_min_speedup));
+  }
+#endif
 }

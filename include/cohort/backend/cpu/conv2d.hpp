@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// Conv2d on the CPU. Stride-1 layers run the direct kernel on wide planes (conv2d_direct.hpp),
-/// for bfloat16 on AMX tiles where the CPU has them (conv2d_amx.hpp); strided layers run the same
+/// for bfloat16 on bf16 dot-product hardware where the CPU has it (AMX tiles, conv2d_amx.hpp, or
+/// AVX512-BF16 vectors, conv2d_avx512_bf16.hpp: cpu::bf16_dot_engine()); strided layers run the same
 /// kernel on phase planes (conv2d_strided.hpp). The im2col + GEMM path is left for double and for
 /// padding >= kernel.
 ///
@@ -20,6 +21,7 @@
 
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/cpu/conv2d_amx.hpp"
+#include "cohort/backend/cpu/conv2d_avx512_bf16.hpp"
 #include "cohort/backend/cpu/conv2d_direct.hpp"
 #include "cohort/backend/cpu/conv2d_dy.hpp"
 #include "cohort/backend/cpu/conv2d_strided.hpp"
@@ -105,7 +107,7 @@ struct ops::Conv2dKernels<Cpu> {
   template <class G, class T>
   struct workspace {
     HostBuffer<float> packed, packed_t;            // weights for forward and for dX
-    HostBuffer<bfloat16> amx_packed, amx_packed_t; // the same for the AMX kernels (bfloat16)
+    HostBuffer<bfloat16> amx_packed, amx_packed_t; // the same for the bf16 dot kernels (AMX layout)
     HostBuffer<float> bias, bias_tiles;            // the bias in float (16-bit storage types), as AMX tiles
     HostBuffer<float> winograd, winograd_t;        // Winograd-transformed weights, forward and dX
     HostBuffer<float> winograd_bias;               // the bias padded to the Winograd output channels
@@ -114,7 +116,8 @@ struct ops::Conv2dKernels<Cpu> {
   };
 
   /// The direct path runs stride-1 convolutions of float and of the 16-bit storage types (those
-  /// converted at the edges, float inside, except bfloat16 on AMX: run_direct, amx_weight_grad);
+  /// converted at the edges, float inside, except bfloat16 on bf16 dot products: run_direct,
+  /// bf16_weight_grad);
   /// the im2col path everything else.
   template <class G, class T>
   static constexpr bool use_direct = (std::is_same_v<T, float> ||
@@ -235,24 +238,37 @@ struct ops::Conv2dKernels<Cpu> {
         });
   }
 
-  /// Whether the forward kernel of Gk can run on AMX tiles for storage type T (the CPU decides
-  /// at run time).
+  /// Whether the forward kernel of Gk can run on bf16 dot products (AMX tiles or AVX512-BF16
+  /// vectors: the same layers, data and packing) for storage type T; the CPU decides at run time.
   template <class Gk, class T>
-  static constexpr bool amx_path = std::is_same_v<T, bfloat16>&& cpu::amx_conv::applicable<Gk>;
+  static constexpr bool bf16_dot_path = std::is_same_v<T, bfloat16>&& cpu::amx_conv::applicable<Gk>;
+
+  /// The bf16 dot-product engine Gk runs on now: bf16_dot_engine(), except that AVX512-BF16
+  /// yields to Winograd where conv_algorithm<Gk>() picks it. Its 2x the FMA rate buys no more
+  /// than F(2x2, 3x3)'s 2.25x fewer products (Zen 4, model D's 128->256 layer at batch 128:
+  /// forward 76 ms either way, backward 179 ms on bf16 vectors against 154 ms by Winograd in
+  /// float). AMX (15x the FMA rate) always runs.
+  template <class Gk>
+  static cpu::Bf16Dot bf16_engine_for() noexcept {
+    const cpu::Bf16Dot engine = cpu::bf16_dot_engine();
+    if (engine == cpu::Bf16Dot::avx512 && cpu::conv_algorithm<Gk>() != cpu::ConvAlgorithm::direct)
+      return cpu::Bf16Dot::none;
+    return engine;
+  }
 
   /// Runs the forward kernel of Gk over the batch with G's weights: Gk = G for the forward pass,
-  /// Gk = transposed_geometry<G> with `transpose_rotate` for dX. On AMX tiles for bfloat16 where
-  /// the CPU has them (bf16 dot products, fp32 sums), else the float kernel. `pad` and `unpad` as
-  /// for run_groups.
+  /// Gk = transposed_geometry<G> with `transpose_rotate` for dX. On bf16 dot products (AMX tiles
+  /// or AVX512-BF16 vectors, fp32 sums) for bfloat16 where cpu::bf16_dot_engine() has an engine,
+  /// else the float kernel. `pad` and `unpad` as for run_groups.
   template <class G, class Gk, class T, class Pad, class Unpad>
   static void run_direct(CpuContext& ctx, Isa isa, const T* w, bool transpose_rotate, const float* bias,
                          std::size_t batch, workspace<G, T>& ws, Pad&& pad, Unpad&& unpad) {
-    if constexpr (amx_path<Gk, T>) {
-      if (cpu::bf16_dot_engine() == cpu::Bf16Dot::amx) {
+    if constexpr (bf16_dot_path<Gk, T>) {
+      if (const cpu::Bf16Dot engine = bf16_engine_for<Gk>(); engine != cpu::Bf16Dot::none) {
         HostBuffer<bfloat16>& packed = transpose_rotate ? ws.amx_packed_t : ws.amx_packed;
         cpu::amx_conv::pack_weights<G, Gk>(w, packed, transpose_rotate);
         const float* tiles = bias ? cpu::amx_conv::bias_tiles<Gk>(bias, ws.bias_tiles) : nullptr;
-        run_groups_amx<Gk>(ctx, batch, packed.data(), tiles, pad, unpad);
+        run_groups_bf16<Gk>(ctx, engine, batch, packed.data(), tiles, pad, unpad);
         return;
       }
     }
@@ -311,11 +327,11 @@ struct ops::Conv2dKernels<Cpu> {
     });
   }
 
-  /// run_groups on AMX tiles: each sample's padded float planes become pair planes (bf16), then
-  /// groups of amx_conv::Shape<Gk>::group samples pass through the tile kernel.
+  /// run_groups on bf16 dot products: each sample's padded float planes become pair planes
+  /// (bf16), then groups of amx_conv::Shape<Gk>::group samples pass through the `engine`'s kernel.
   template <class Gk, class Pad, class Unpad>
-  static void run_groups_amx(CpuContext& ctx, std::size_t batch, const bfloat16* packed, const float* bias, Pad&& pad,
-                             Unpad&& unpad) {
+  static void run_groups_bf16(CpuContext& ctx, cpu::Bf16Dot engine, std::size_t batch, const bfloat16* packed,
+                              const float* bias, Pad&& pad, Unpad&& unpad) {
     using V = cpu::direct::Wide<Gk>;
     using S = cpu::amx_conv::Shape<Gk>;
     for_each_group(ctx, batch, S::group, [&](std::size_t n0, std::size_t count, std::size_t group) {
@@ -330,7 +346,10 @@ struct ops::Conv2dKernels<Cpu> {
         pad(n0 + i, xt);
         cpu::amx_conv::pair_planes<Gk>(xt, pairs + i * pair_stride);
       }
-      cpu::amx_conv::forward_samples<Gk>(pairs, count, packed, bias, wide);
+      if (engine == cpu::Bf16Dot::amx)
+        cpu::amx_conv::forward_samples<Gk>(pairs, count, packed, bias, wide);
+      else
+        cpu::avx512_bf16_conv::forward_samples<Gk>(pairs, count, packed, bias, wide);
       for (std::size_t i = 0; i < count; ++i) unpad(n0 + i, wide + i * out_stride);
     });
   }
@@ -359,7 +378,7 @@ struct ops::Conv2dKernels<Cpu> {
   static void direct_backward(CpuContext& ctx, const T* x, const T* w, const Source& dy, T* dx, float* dw, float* db,
                               std::size_t batch, bool accumulate, workspace<G, T>& ws) {
     const Isa isa = cpu::active_isa();
-    if (!amx_weight_grad<G>(ctx, x, dy, dw, db, batch, accumulate) &&
+    if (!bf16_weight_grad<G>(ctx, x, dy, dw, db, batch, accumulate) &&
         !winograd_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate)) {
       if constexpr (cpu::direct::channel_weight_grad<G>)
         channel_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate);
@@ -443,16 +462,18 @@ struct ops::Conv2dKernels<Cpu> {
       (void)isa, (void)w, (void)out;
   }
 
-  /// dW and db on AMX tiles (amx_conv::GradShape) when T is bfloat16 and the CPU has them;
-  /// returns false (nothing done) otherwise. The batch is cut into at most 4 chunks of
+  /// dW and db on bf16 dot products (amx_conv::GradShape's blocks, on AMX tiles or AVX512-BF16
+  /// vectors) when T is bfloat16 and cpu::bf16_dot_engine() has an engine; returns false
+  /// (nothing done) otherwise. The batch is cut into at most 4 chunks of
   /// consecutive samples, fixed by the batch size, each summed onto its own partial dW; the
   /// partials and the per-sample bias sums are then added in order: the result does not depend on
   /// the thread count.
   template <class G, class T, class Source>
-  static bool amx_weight_grad(CpuContext& ctx, const T* x, const Source& dy, float* dw, float* db, std::size_t batch,
-                              bool accumulate) {
-    if constexpr (amx_path<G, T>) {
-      if (cpu::bf16_dot_engine() != cpu::Bf16Dot::amx) return false;
+  static bool bf16_weight_grad(CpuContext& ctx, const T* x, const Source& dy, float* dw, float* db, std::size_t batch,
+                               bool accumulate) {
+    if constexpr (bf16_dot_path<G, T>) {
+      const cpu::Bf16Dot engine = bf16_engine_for<G>();
+      if (engine == cpu::Bf16Dot::none) return false;
       using V = cpu::direct::Wide<G>;
       using S = cpu::amx_conv::GradShape<G>;
       ThreadPool& pool = ctx.threads();
@@ -483,8 +504,12 @@ struct ops::Conv2dKernels<Cpu> {
           const std::size_t j0 = std::max(lo, c * S::blocks) - c * S::blocks;
           const std::size_t j1 = std::min(hi, (c + 1) * S::blocks) - c * S::blocks;
           const std::size_t first = c * per_chunk, count = std::min(batch, first + per_chunk) - first;
-          cpu::amx_conv::weight_grad_blocks<G>(dyb + first * S::dy_size, xtp + first * S::x_size, count, j0, j1,
-                                               parts + c * S::part_size);
+          if (engine == cpu::Bf16Dot::amx)
+            cpu::amx_conv::weight_grad_blocks<G>(dyb + first * S::dy_size, xtp + first * S::x_size, count, j0, j1,
+                                                 parts + c * S::part_size);
+          else
+            cpu::avx512_bf16_conv::weight_grad_blocks<G>(dyb + first * S::dy_size, xtp + first * S::x_size, count, j0,
+                                                         j1, parts + c * S::part_size);
         }
       });
       constexpr std::size_t taps = V::taps;

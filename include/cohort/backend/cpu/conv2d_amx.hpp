@@ -24,6 +24,10 @@
 /// dW runs on tiles too (GradShape below): dY rows are A, the input transposed to (position pair,
 /// channel) is B. The first layers (one input channel) have nothing to pair and stay on the float
 /// kernels.
+///
+/// The packing and conversion routines (pack_weights, bias_tiles, pair_planes, transposed_pairs,
+/// dy_row) use AVX512-BF16 and no tile instruction: conv2d_avx512_bf16.hpp runs the same layers
+/// on VDPBF16PS vectors from the same data, for CPUs without AMX.
 
 #include <algorithm>
 #include <cstddef>
@@ -208,7 +212,7 @@ COHORT_AMX_INLINE void block(const std::uint32_t* pairs, const bfloat16* a, cons
 /// (high half) at position p, rounded to bf16 (to nearest even; exact for planes that came
 /// from bf16 tensors, as they all do here).
 template <class Gk>
-COHORT_TARGET_AMX_BF16 void pair_planes(const float* __restrict xt, std::uint32_t* __restrict pairs) {
+COHORT_TARGET_AVX512_BF16 void pair_planes(const float* __restrict xt, std::uint32_t* __restrict pairs) {
   using V = direct::Wide<Gk>;
   static_assert(V::plane % 16 == 0);
   // cvtne2ps puts the second operand's 16 values in the low half: interleave the halves.
@@ -257,7 +261,8 @@ COHORT_TARGET_AMX_BF16 void forward_samples(const std::uint32_t* pairs, std::siz
 namespace detail {
 /// 32 consecutive floats from x[first, first + 32) as 32 bf16 in order (zero at and past
 /// x[end]: masked loads read nothing there).
-COHORT_AMX_INLINE __m512i bf16x32_clipped(const float* x, std::size_t first, std::size_t end) {
+COHORT_TARGET_AVX512_BF16 inline __attribute__((always_inline)) __m512i
+bf16x32_clipped(const float* x, std::size_t first, std::size_t end) {
   const std::size_t avail = first < end ? end - first : 0;
   const auto mask = [](std::size_t n) { return __mmask16(n >= 16 ? 0xFFFF : (1u << n) - 1); };
   const __m512 lo = _mm512_maskz_loadu_ps(mask(avail), x + std::min(first, end));
@@ -269,7 +274,7 @@ COHORT_AMX_INLINE __m512i bf16x32_clipped(const float* x, std::size_t first, std
 /// Sample n's input for dW: its padded float planes (Cin x Wide::plane) as the two transposed
 /// pair copies of GradShape (zero for channels past Cin and positions past the plane).
 template <class G>
-COHORT_TARGET_AMX_BF16 void transposed_pairs(const float* __restrict xt, std::uint32_t* __restrict out) {
+COHORT_TARGET_AVX512_BF16 void transposed_pairs(const float* __restrict xt, std::uint32_t* __restrict out) {
   using S = GradShape<G>;
   using V = direct::Wide<G>;
   std::fill_n(out, S::x_size, 0u);
@@ -292,7 +297,7 @@ COHORT_TARGET_AMX_BF16 void transposed_pairs(const float* __restrict xt, std::ui
 /// One channel's wide dY row (Wide::positions floats) as bf16 (GradShape::k_positions, zero
 /// past the row); returns the row's sum in float (for db), positions in order.
 template <class G>
-COHORT_TARGET_AMX_BF16 float dy_row(const float* __restrict row, bfloat16* __restrict out) {
+COHORT_TARGET_AVX512_BF16 float dy_row(const float* __restrict row, bfloat16* __restrict out) {
   using S = GradShape<G>;
   using V = direct::Wide<G>;
   static_assert(V::positions % 16 == 0);

@@ -14,10 +14,12 @@
 /// b[2q+1][j]): a 16-pair slice of a panel is exactly an AMX B tile (16 rows of 64 bytes), and
 /// a pair row is one zmm for VDPBF16PS. A is read in rows (a[i][2q], a[i][2q+1] are adjacent).
 ///
-/// Which engine: AMX where the CPU has it and Linux grants the tile state; otherwise none. On the
-/// machine this was measured on (bench/RESULTS.md), VDPBF16PS reaches 92 GFLOP/s per core against
-/// 239 for FP32 FMAs, so converting to float wins there and AVX512-BF16 is used only when asked
-/// for (COHORT_BF16_DOT=avx512); AMX reaches 3,700. COHORT_BF16_DOT=off turns both off.
+/// Which engine: AMX where the CPU has it and Linux grants the tile state. Otherwise AVX512-BF16
+/// where it *measurably* beats float FMAs on the running CPU (avx512_bf16_speedup()): how fast
+/// VDPBF16PS issues differs between CPUs more than the instruction sets say. On Sapphire Rapids
+/// it reached 92 GFLOP/s per core against 239 for FP32 FMAs (converting to float wins there; AMX
+/// reaches 3,700); on Zen 4 it does 32 multiply-adds at an FMA's rate of 16 (2.0x). Otherwise
+/// none: the float kernels. COHORT_BF16_DOT=amx|avx512|off pins the choice.
 ///
 /// Numerics: bf16 products are exact in float; the sums are rounded to nearest even in float, with
 /// bf16 subnormal inputs read as zero and subnormal results flushed to zero (both instructions).
@@ -28,6 +30,7 @@
 /// element of C is summed by one thread in a fixed order: results do not depend on the thread count.
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -92,17 +95,90 @@ inline bool has_amx_bf16() noexcept {
 #endif
 }
 
-/// The engine the kernels use: AMX when available, else none (see the file comment), or what
-/// COHORT_BF16_DOT=amx|avx512|off asks for, where the CPU has it.
+#if COHORT_X86
+namespace detail {
+/// Independent accumulator chains of the throughput probes: enough to cover the latency of every
+/// dot-product or FMA port of current cores.
+inline constexpr int probe_chains = 24;
+/// Multiply-adds per second of `iters` rounds of probe_chains dependent FMAs (16 lanes).
+__attribute__((target("avx512f,fma"), noinline)) inline double fma_rate(long iters) noexcept {
+  __m512 acc[probe_chains];
+  for (int i = 0; i < probe_chains; ++i) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < probe_chains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  float sink = 0;
+  for (int i = 0; i < probe_chains; ++i) sink += _mm512_cvtss_f32(acc[i]);
+  asm volatile("" ::"x"(sink)); // the sums are used: the loop stays
+  return double(iters) * probe_chains * 16 / s;
+}
+/// The same for VDPBF16PS (32 multiply-adds an instruction).
+__attribute__((target("avx512f,avx512bf16"), noinline)) inline double bf16_dot_rate(long iters) noexcept {
+  __m512 acc[probe_chains];
+  for (int i = 0; i < probe_chains; ++i) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
+  const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x33d633d6);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < probe_chains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  float sink = 0;
+  for (int i = 0; i < probe_chains; ++i) sink += _mm512_cvtss_f32(acc[i]);
+  asm volatile("" ::"x"(sink));
+  return double(iters) * probe_chains * 32 / s;
+}
+} // namespace detail
+#endif
+
+/// VDPBF16PS's multiply-adds per second over float FMAs' on this core, measured once (about 2 ms:
+/// five alternating rounds of each, the best of each kept, so a busy machine slows both alike);
+/// 0 without AVX512-BF16. Zen 4: 2.0; Sapphire Rapids: about 0.4.
+inline double avx512_bf16_speedup() noexcept {
+#if COHORT_X86
+  static const double ratio = [] {
+    if (!has_avx512_bf16()) return 0.0;
+    constexpr long iters = 8000; // ~200k instructions a round
+    double fma = 0, dot = 0;
+    (void)detail::fma_rate(iters / 4), (void)detail::bf16_dot_rate(iters / 4); // wake the vector units
+    for (int round = 0; round < 5; ++round)
+      fma = std::max(fma, detail::fma_rate(iters)), dot = std::max(dot, detail::bf16_dot_rate(iters));
+    return fma > 0 ? dot / fma : 0.0;
+  }();
+  return ratio;
+#else
+  return 0.0;
+#endif
+}
+
+/// Where AVX512-BF16 is chosen without AMX: its dot products must beat FMAs by this much
+/// (measured 2.0 on Zen 4 and 0.4 on Sapphire Rapids: far from either, so timing noise cannot
+/// flip the choice between runs and with it the last bits of results).
+inline constexpr double avx512_bf16_min_speedup = 1.4;
+
+/// The engine the kernels use (see the file comment): COHORT_BF16_DOT=amx|avx512|off where the
+/// CPU has it, else AMX where available, else AVX512-BF16 where measured faster than float FMAs,
+/// else none.
 inline Bf16Dot bf16_dot_engine() noexcept {
   static const Bf16Dot engine = [] {
     const char* env = std::getenv("COHORT_BF16_DOT");
     const std::string_view want = env ? env : "";
     if (want == "off" || want == "0") return Bf16Dot::none;
     if (want == "avx512") return has_avx512_bf16() ? Bf16Dot::avx512 : Bf16Dot::none;
-    return has_amx_bf16() ? Bf16Dot::amx : Bf16Dot::none;
+    if (want == "amx") return has_amx_bf16() ? Bf16Dot::amx : Bf16Dot::none;
+    if (has_amx_bf16()) return Bf16Dot::amx;
+    return avx512_bf16_speedup() >= avx512_bf16_min_speedup ? Bf16Dot::avx512 : Bf16Dot::none;
   }();
   return engine;
+}
+
+/// The engine's name, for logs: "amx", "avx512-bf16" or "none".
+inline const char* bf16_dot_name(Bf16Dot engine) noexcept {
+  return engine == Bf16Dot::amx ? "amx" : engine == Bf16Dot::avx512 ? "avx512-bf16" : "none";
 }
 
 /// Columns per packed panel (one zmm of float accumulators).
