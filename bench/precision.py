@@ -94,11 +94,19 @@ def main():
     ap.add_argument("--json", help="append one JSON line per configuration (medians)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--torch-precisions", nargs="+", choices=["fp32", "fp16", "bf16", "fp32-cl", "bf16-cl"],
+                    help="PyTorch's precisions (default: those of --precisions); its CPU fp16 is 10-100x slower "
+                         "than its fp32, so the 'vs torch best' column compares with its best precision; "
+                         "-cl: channels_last")
     a = ap.parse_args()
     if "fp32" not in a.precisions:
         a.precisions.insert(0, "fp32")  # the baseline of "vs fp32"
-    configs = [(fw, m, p) for m in a.models for p in a.precisions
-               for fw in (["cohort"] + ([] if a.no_torch or p == "bf16-nodot" else ["torch"]))]
+    torch_precisions = [] if a.no_torch else [p for p in (a.torch_precisions or a.precisions) if p != "bf16-nodot"]
+    configs = []
+    for m in a.models:  # cohort and torch alternate within a model
+        for p in a.precisions:
+            configs += [("cohort", m, p)] + ([("torch", m, p)] if p in torch_precisions else [])
+        configs += [("torch", m, p) for p in torch_precisions if p not in a.precisions]
     runs = {c: [] for c in configs}
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(a.reps):
@@ -119,19 +127,25 @@ def main():
                      "skipped_steps": max(r.get("skipped_steps", 0) for r in rs)})
     by = {(r["framework"], r["model"], r["precision"]): r for r in rows}
     for r in rows:
-        base = by[(r["framework"], r["model"], "fp32")]
+        base = by.get((r["framework"], r["model"], "fp32"), r)
         r["speed_vs_fp32"] = r["samples_per_s"] / base["samples_per_s"]
         r["accuracy_vs_fp32"] = (r["test_accuracy"] - base["test_accuracy"]
-                                 if r["test_accuracy"] is not None else None)
+                                 if r["test_accuracy"] is not None and base["test_accuracy"] is not None else None)
         peer = by.get(("torch", r["model"], r["precision"].replace("-nodot", "")))
         r["vs_torch"] = r["samples_per_s"] / peer["samples_per_s"] if peer and r["framework"] == "cohort" else None
+        peers = [q for q in rows if q["framework"] == "torch" and q["model"] == r["model"]]
+        best = max(peers, key=lambda q: q["samples_per_s"]) if peers else None
+        r["vs_torch_best"] = (r["samples_per_s"] / best["samples_per_s"]
+                              if best and r["framework"] == "cohort" else None)
+        r["torch_best_precision"] = best["precision"] if best else None
     head = ["framework", "model", "precision", "samples/s", "vs fp32", "peak MiB", "test acc %", "acc - fp32",
-            "cohort / torch"]
+            "cohort / torch", "vs torch best (precision)"]
     lines = [[r["framework"], r["model"], r["precision"], f"{r['samples_per_s']:.0f}", f"{r['speed_vs_fp32']:.2f}",
               f"{r['peak_rss_mib']:.0f}",
               f"{r['test_accuracy']:.2f}" if r["test_accuracy"] is not None else "",
               f"{r['accuracy_vs_fp32']:+.2f}" if r["accuracy_vs_fp32"] is not None else "",
-              f"{r['vs_torch']:.2f}" if r["vs_torch"] else ""] for r in rows]
+              f"{r['vs_torch']:.2f}" if r["vs_torch"] else "",
+              f"{r['vs_torch_best']:.2f} ({r['torch_best_precision']})" if r["vs_torch_best"] else ""] for r in rows]
     print_table(head, lines, a.markdown)
     length = f"{a.cohort_steps} steps" if a.cohort_steps else f"{a.epochs} epochs"
     print(f"medians of {a.reps} runs of {length}, {a.threads} thread(s), batch 128 (B: 100)")

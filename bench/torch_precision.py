@@ -29,7 +29,8 @@ from torch_throughput import model  # noqa: E402  (the seed models)
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=["A", "B", "C", "D"], default="A")
-    ap.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32")
+    ap.add_argument("--precision", choices=["fp32", "fp16", "bf16", "fp32-cl", "bf16-cl"], default="fp32",
+                    help="-cl: the model and its inputs in channels_last memory format")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=128)
@@ -41,7 +42,10 @@ def main():
     tx, ty, vx, vy = load(a.data_dir)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(tx, ty), batch_size=a.batch_size,
                                          shuffle=True, num_workers=0)
-    net = model(a.model)
+    channels_last = a.precision.endswith("-cl")
+    a.precision = a.precision.removesuffix("-cl")
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    net = model(a.model).to(memory_format=memory_format)
     # train_mnist's defaults (the seed notebooks' recipes).
     if a.model == "A":
         opt = torch.optim.Adadelta(net.parameters(), lr=0.5)
@@ -62,6 +66,7 @@ def main():
                 start = time.perf_counter()
             if a.max_steps and step == warmup + a.max_steps:
                 break
+            x = x.to(memory_format=memory_format)
             with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
                 out = net(x).float()
                 loss = F.nll_loss(out, y) if a.model == "A" else F.cross_entropy(out, y)
@@ -79,8 +84,9 @@ def main():
     correct = 0
     with torch.no_grad(), torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
         for i in range(0, 0 if a.max_steps else len(vy), 1000):
-            correct += int((net(vx[i:i + 1000]).float().argmax(1) == vy[i:i + 1000]).sum())
-    print(json.dumps({"framework": "torch", "model": a.model, "precision": a.precision, "threads": a.threads,
+            correct += int((net(vx[i:i + 1000].to(memory_format=memory_format)).float().argmax(1) == vy[i:i + 1000]).sum())
+    print(json.dumps({"framework": "torch", "model": a.model, "precision": a.precision + ("-cl" if channels_last else ""),
+                      "threads": a.threads,
                       "epoch_s": [round(e, 3) for e in epochs], "samples_per_s": round(samples / epochs[-1], 1),
                       "test_accuracy": None if a.max_steps else round(100.0 * correct / len(vy), 2),
                       "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
