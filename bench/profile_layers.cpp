@@ -25,9 +25,15 @@
 using namespace cohort;
 
 namespace {
-template <class Model, class Loss, class Opt>
+/// Precision: FullPrecision (a Network, the loss and the optimiser timed apart) or
+/// MixedPrecision<bf16> (the Trainer's single-device engine: bf16 layers, float master weights;
+/// the loss and the optimiser step fall in "other").
+template <class Model, class Loss, class Opt, class Precision = FullPrecision>
 void profile(const std::string& name, Opt opt, std::size_t batch, std::size_t steps, double peak) {
+  constexpr bool full = std::is_same_v<Precision, FullPrecision>;
   Network<Model> net(0);
+  detail::TrainEngine<SingleDevice<Cpu>, Precision, Model, Opt> engine(opt, EngineOptions{});
+  std::uint64_t passes = 0;
   Loss loss;
   std::mt19937 gen(0);
   std::uniform_real_distribution<float> u(0, 1);
@@ -40,6 +46,11 @@ void profile(const std::string& name, Opt opt, std::size_t batch, std::size_t st
   double t_loss = 0, t_opt = 0;
   using clock = std::chrono::steady_clock;
   auto step = [&] {
+    if constexpr (!full) {
+      engine.step(in, labels, MicroStep{.step = passes, .forward_pass = passes});
+      ++passes;
+      return;
+    }
     auto y = net.forward(in);
     auto t0 = clock::now();
     loss.forward(y, labels);
@@ -50,7 +61,10 @@ void profile(const std::string& name, Opt opt, std::size_t batch, std::size_t st
     t_opt += std::chrono::duration<double>(clock::now() - t0).count();
   };
   for (int i = 0; i < 3; ++i) step();
-  net.executor().set_profile(&prof);
+  if constexpr (full)
+    net.executor().set_profile(&prof);
+  else
+    engine.replica().executor().set_profile(&prof);
   t_loss = t_opt = 0;
   const auto start = clock::now();
   for (std::size_t i = 0; i < steps; ++i) step();
@@ -63,8 +77,8 @@ void profile(const std::string& name, Opt opt, std::size_t batch, std::size_t st
     (std::make_index_sequence<Model::layer_count>{});
     return n;
   }();
-  std::printf("model %s, batch %zu, %zu thread(s): %.2f ms per training step (%.0f samples/s)\n", name.c_str(), batch,
-              num_threads(), total, double(batch) / total * 1e3);
+  std::printf("model %s (%s), batch %zu, %zu thread(s): %.2f ms per training step (%.0f samples/s)\n", name.c_str(),
+              full ? "fp32" : "MixedPrecision<bf16>", batch, num_threads(), total, double(batch) / total * 1e3);
   // Forward operations per sample of each layer (0 for layers without weights).
   const std::vector<double> flops = []<std::size_t... I>(std::index_sequence<I...>) {
     return std::vector<double>{double(bench::detail::forward_flops<detail::at_t<I, typename Model::layers>>())...};
@@ -104,9 +118,27 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads)->check(CLI::Range(1, 256));
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_option("--peak", peak, "fma_peak's GFLOP/s for this thread count: adds a % of peak column");
+  std::string precision = "fp32";
+  app.add_option("--precision", precision, "fp32, or bf16 (MixedPrecision<bf16>, on cohort's bf16 dot-product engine)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
   set_num_threads(threads);
   using namespace cohort::models;
+  if (precision == "bf16") {
+    std::printf("bf16 dot-product engine: %s\n", cpu::bf16_dot_name(cpu::bf16_dot_engine()));
+    if (model == "A")
+      profile<ModelA, NllLoss<>, Adadelta<>, MixedPrecision<bf16>>("A", Adadelta({.lr = 0.5}), batch, steps, peak);
+    if (model == "B")
+      profile<ModelB, CrossEntropyLoss<>, Sgd<>, MixedPrecision<bf16>>("B", Sgd({.lr = 0.01, .momentum = 0.9}), batch,
+                                                                       steps, peak);
+    if (model == "C")
+      profile<ModelC, CrossEntropyLoss<>, Adam<>, MixedPrecision<bf16>>("C", Adam({.lr = 1e-3, .eps = 1e-7}), batch,
+                                                                        steps, peak);
+    if (model == "D")
+      profile<ModelD, CrossEntropyLoss<>, Adam<>, MixedPrecision<bf16>>("D", Adam({.lr = 1e-3, .eps = 1e-7}), batch,
+                                                                        steps, peak);
+    return 0;
+  }
   if (model == "A") profile<ModelA, NllLoss<>>("A", Adadelta({.lr = 0.5}), batch, steps, peak);
   if (model == "B") profile<ModelB, CrossEntropyLoss<>>("B", Sgd({.lr = 0.01, .momentum = 0.9}), batch, steps, peak);
   if (model == "C") profile<ModelC, CrossEntropyLoss<>>("C", Adam({.lr = 1e-3, .eps = 1e-7}), batch, steps, peak);

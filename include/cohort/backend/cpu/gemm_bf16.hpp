@@ -205,17 +205,25 @@ inline void pack_bf16_pairs(const bfloat16* b, bool trans_b, std::size_t ldb, st
   for (std::size_t p = 0; p < panels; ++p) {
     const std::size_t j0 = p * bf16_panel, cols = j0 < n ? std::min(bf16_panel, n - j0) : 0;
     bfloat16* panel = out + p * pairs * 2 * bf16_panel;
-    if (trans_b) // b[j][row]: row pairs are adjacent in memory
+    // Whole pairs move as 32-bit words (the layers repack their weights every step: a
+    // per-element loop cost C's 6272 x 64 layer about as much as its products).
+    const std::size_t whole = k / 2;
+    if (trans_b) { // b[j][row]: a pair (b[j][2q], b[j][2q+1]) is one word of the source
       for (std::size_t j = 0; j < cols; ++j) {
         const bfloat16* src = b + (j0 + j) * ldb;
-        for (std::size_t row = 0; row < k; ++row) panel[(row / 2) * 2 * bf16_panel + 2 * j + row % 2] = src[row];
+        for (std::size_t q = 0; q < whole; ++q) std::memcpy(panel + (q * bf16_panel + j) * 2, src + 2 * q, 4);
+        if (k % 2) panel[(whole * bf16_panel + j) * 2] = src[k - 1];
       }
-    else // b[row][j]: columns are adjacent
-      for (std::size_t row = 0; row < k; ++row) {
-        const bfloat16* src = b + row * ldb + j0;
-        bfloat16* dst = panel + (row / 2) * 2 * bf16_panel + row % 2;
-        for (std::size_t j = 0; j < cols; ++j) dst[2 * j] = src[j];
+    } else { // b[row][j]: rows 2q and 2q+1 interleave
+      for (std::size_t q = 0; 2 * q < k; ++q) {
+        std::uint16_t even[bf16_panel] = {}, odd[bf16_panel] = {};
+        std::memcpy(even, b + 2 * q * ldb + j0, cols * 2);
+        if (2 * q + 1 < k) std::memcpy(odd, b + (2 * q + 1) * ldb + j0, cols * 2);
+        std::uint32_t words[bf16_panel];
+        for (std::size_t j = 0; j < bf16_panel; ++j) words[j] = std::uint32_t(even[j]) | std::uint32_t(odd[j]) << 16;
+        std::memcpy(panel + q * 2 * bf16_panel, words, sizeof words);
       }
+    }
   }
 }
 
@@ -283,6 +291,22 @@ COHORT_AMX_INLINE void tile_dot() {
 /// panel, stays in L2 while every row block passes over it).
 inline constexpr std::size_t bf16_mr = 8, bf16_kc_pairs = 256;
 
+/// One pair of k for bf16_tile: acc[r][p] += (a_r[at], a_r[at+1]) . B pair row of panel p.
+/// `Bytes` 2: the pair is (a_r[at], 0), the last of an odd k.
+template <std::size_t MR, std::size_t NP, std::size_t Bytes>
+COHORT_TARGET_AVX512_BF16 inline __attribute__((always_inline)) void
+bf16_step(__m512 (&acc)[MR][NP], const bfloat16* const (&ar)[MR], const bfloat16* b, std::size_t panel_stride,
+          std::size_t at) {
+  __m512bh bv[NP];
+  for (std::size_t p = 0; p < NP; ++p) bv[p] = (__m512bh)_mm512_loadu_si512(b + p * panel_stride);
+  for (std::size_t r = 0; r < MR; ++r) {
+    std::uint32_t pair = 0;
+    std::memcpy(&pair, ar[r] + at, Bytes);
+    const __m512bh av = (__m512bh)_mm512_set1_epi32(int(pair)); // a broadcast load
+    for (std::size_t p = 0; p < NP; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], av, bv[p]);
+  }
+}
+
 /// C[MR x NP*16] (+)= A[MR rows, pairs q0..q1) * packed B panels, accumulators in registers.
 /// `last_half`: the block ends with an odd k, whose pair is (a[k-1], 0).
 template <std::size_t MR, std::size_t NP>
@@ -296,21 +320,15 @@ bf16_tile(const bfloat16* a, std::size_t lda, const bfloat16* bp, std::size_t pa
       const __mmask16 m = p + 1 < NP ? __mmask16(0xFFFF) : tail;
       acc[r][p] = load_c && r < rows ? _mm512_maskz_loadu_ps(m, c + r * ldc + p * 16) : _mm512_setzero_ps();
     }
-  for (std::size_t q = q0; q < q1; ++q) {
-    // The pair q of an odd k's last block is (a[k-1], 0): its second value is not read (the
-    // packed B holds zeros opposite it).
-    const bool single = last_half && q + 1 == q1;
-    __m512bh bv[NP];
-    for (std::size_t p = 0; p < NP; ++p)
-      bv[p] = (__m512bh)_mm512_loadu_si512(bp + p * panel_stride + (q - q0) * 2 * bf16_panel);
-    for (std::size_t r = 0; r < MR; ++r) {
-      std::uint32_t pair = 0;
-      const bfloat16* ar = a + (r < rows ? r : 0) * lda + 2 * q;
-      single ? std::memcpy(&pair, ar, 2) : std::memcpy(&pair, ar, 4); // constant sizes: plain loads
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(pair));
-      for (std::size_t p = 0; p < NP; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], av, bv[p]);
-    }
-  }
+  // Rows past `rows` repeat row 0 (their sums are dropped): no branch in the loop.
+  const bfloat16* ar[MR];
+  for (std::size_t r = 0; r < MR; ++r) ar[r] = a + (r < rows ? r : 0) * lda;
+  // The pair q of an odd k's last block is (a[k-1], 0): its second value is not read (the
+  // packed B holds zeros opposite it).
+  const std::size_t q_whole = last_half ? q1 - 1 : q1;
+  for (std::size_t q = q0; q < q_whole; ++q)
+    bf16_step<MR, NP, 4>(acc, ar, bp + (q - q0) * 2 * bf16_panel, panel_stride, 2 * q);
+  if (last_half) bf16_step<MR, NP, 2>(acc, ar, bp + (q_whole - q0) * 2 * bf16_panel, panel_stride, 2 * q_whole);
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t p = 0; p < NP; ++p) {
       const __mmask16 m = p + 1 < NP ? __mmask16(0xFFFF) : tail;
