@@ -1,13 +1,11 @@
-// The bf16 dot-product convolutions, on AMX tiles (conv2d_amx.hpp) and on AVX512-BF16 vectors
-// (conv2d_avx512_bf16.hpp, the same data and packing), bf16 products and fp32 sums: each
-// engine's forward and dX kernels against exact sums
-// within float rounding, on geometries that hit every block shape (2x2 and 1x3 tiles, partial
-// last position blocks, several channel blocks, channel blocks of 8/16/20/24/32, Cout not a
-// multiple of 16); dW and db through Conv2dKernels the same way (every dW block shape, odd and
-// even tap offsets, batches cut into chunks, accumulation); and the bf16 layer (plain and fused
-// with ReLU + max-pool) against the float layer on the same rounded data, on the engine
-// cpu::bf16_dot_engine() picks. Each case is skipped, with a message, where the CPU lacks its
-// engine.
+// The AMX convolution (conv2d_amx.hpp: bf16 tiles, fp32 sums): its forward and dX kernels
+// against exact sums within float rounding (tests/support/bf16_dot_conv.hpp, shared with the
+// AVX512-BF16 kernels' tests in conv2d_avx512_bf16.cpp). And, on whichever bf16 dot-product
+// engine cpu::bf16_dot_engine() picks (AMX or AVX512-BF16: the same layers, data and driver):
+// dW and db through Conv2dKernels against exact sums (every dW block shape, odd and even tap
+// offsets, batches cut into chunks, accumulation), the bf16 layer (plain and fused with ReLU +
+// max-pool) against the float layer on the same rounded data, and the engine's choice. Each case
+// is skipped, with a message, where the CPU lacks its engine.
 
 #include <doctest/doctest.h>
 
@@ -24,119 +22,17 @@
 #include <cohort/backend/cpu/conv2d_amx.hpp>
 #include <cohort/backend/cpu/conv2d_avx512_bf16.hpp>
 
+#include "support/bf16_dot_conv.hpp"
 #include "support/compare.hpp"
 #include "support/skip.hpp"
 
 using namespace cohort;
+using namespace cohort::test::bf16_conv;
 
 namespace {
 
 constexpr const char* no_amx = "this CPU has no AMX-BF16, or the kernel did not grant the tile state";
-constexpr const char* no_avx512_bf16 = "this CPU has no AVX512-BF16 (or COHORT_ISA turned AVX-512 off)";
 constexpr const char* no_engine = "cpu::bf16_dot_engine() chose no bf16 dot-product engine on this CPU";
-
-std::vector<bfloat16> random_bf16(std::size_t n, std::mt19937& gen) {
-  std::normal_distribution<float> normal;
-  std::vector<bfloat16> v(n);
-  for (auto& e : v) e = bfloat16(normal(gen));
-  return v;
-}
-
-/// Runs `engine`'s kernel of Gk over `batch` samples of Gk's input `in` with G's weights (Gk = G,
-/// or the transposed geometry with `transpose_rotate`): the wide float outputs.
-template <class G, class Gk>
-std::vector<float> engine_run(cpu::Bf16Dot engine, const std::vector<bfloat16>& in, std::size_t batch,
-                              const std::vector<bfloat16>& w, const std::vector<float>* bias, bool transpose_rotate) {
-  using V = cpu::direct::Wide<Gk>;
-  using S = cpu::amx_conv::Shape<Gk>;
-  HostBuffer<bfloat16> packed;
-  HostBuffer<float> tiles;
-  cpu::amx_conv::pack_weights<G, Gk>(w.data(), packed, transpose_rotate);
-  const float* b = bias ? cpu::amx_conv::bias_tiles<Gk>(bias->data(), tiles) : nullptr;
-  std::vector<float> xf(Gk::in_size), xt(V::cin * V::plane);
-  std::vector<std::uint32_t> pairs(batch * S::pair_planes * V::plane);
-  for (std::size_t n = 0; n < batch; ++n) {
-    for (std::size_t i = 0; i < Gk::in_size; ++i) xf[i] = float(in[n * Gk::in_size + i]);
-    cpu::direct::pad_sample<Gk>(xf.data(), xt.data());
-    cpu::amx_conv::pair_planes<Gk>(xt.data(), pairs.data() + n * S::pair_planes * V::plane);
-  }
-  std::vector<float> wide(batch * S::rows * V::positions, NAN);
-  if (engine == cpu::Bf16Dot::amx)
-    cpu::amx_conv::forward_samples<Gk>(pairs.data(), batch, packed.data(), b, wide.data());
-  else
-    cpu::avx512_bf16_conv::forward_samples<Gk>(pairs.data(), batch, packed.data(), b, wide.data());
-  return wide;
-}
-
-/// Counts outputs farther from the exact sum than (terms + 1) float roundings of the sum of
-/// magnitudes. `exact(n, o, h, w)` returns {sum, sum of |terms|}.
-template <class Gk, class Exact>
-std::size_t count_wrong(const std::vector<float>& wide, std::size_t batch, Exact&& exact) {
-  using V = cpu::direct::Wide<Gk>;
-  using S = cpu::amx_conv::Shape<Gk>;
-  const double roundings = double(Gk::in_channels * V::taps + 1);
-  std::size_t wrong = 0;
-  for (std::size_t n = 0; n < batch; ++n)
-    for (std::size_t o = 0; o < Gk::out_channels; ++o)
-      for (std::size_t h = 0; h < V::ho; ++h)
-        for (std::size_t w = 0; w < V::wo; ++w) {
-          const auto [sum, magnitude] = exact(n, o, h, w);
-          const double got = wide[(n * S::rows + o) * V::positions + h * V::wp + w];
-          wrong += !(std::abs(got - sum) <= roundings * std::ldexp(magnitude, -24));
-        }
-  return wrong;
-}
-
-struct Sum {
-  double sum = 0, magnitude = 0;
-  void add(double t) { sum += t, magnitude += std::abs(t); }
-};
-
-template <class G>
-void check_kernels(cpu::Bf16Dot engine, std::size_t batch) {
-  using Gt = cpu::direct::transposed_geometry<G>;
-  static_assert(cpu::amx_conv::applicable<G> && cpu::amx_conv::applicable<Gt>);
-  INFO("geometry " << G::in_channels << "->" << G::out_channels << " " << G::in_h << "x" << G::in_w << " k" << G::kernel
-                   << " p" << G::padding << " batch " << batch);
-  std::mt19937 gen(unsigned(G::in_channels * 31 + G::out_channels + G::in_w));
-  const auto x = random_bf16(batch * G::in_size, gen), w = random_bf16(G::out_channels * G::patch, gen);
-  const auto dy = random_bf16(batch * G::out_size, gen);
-  std::vector<float> bias(G::out_channels);
-  for (auto& v : bias) v = float(bfloat16(std::normal_distribution<float>{}(gen)));
-  constexpr std::size_t K = G::kernel, P = G::padding;
-  const auto W = [&](std::size_t o, std::size_t c, std::size_t kh, std::size_t kw) {
-    return double(float(w[((o * G::in_channels + c) * K + kh) * K + kw]));
-  };
-
-  const auto y = engine_run<G, G>(engine, x, batch, w, &bias, false);
-  CHECK(count_wrong<G>(y, batch, [&](std::size_t n, std::size_t o, std::size_t h, std::size_t ow) {
-          Sum s;
-          s.add(bias[o]);
-          for (std::size_t c = 0; c < G::in_channels; ++c)
-            for (std::size_t kh = 0; kh < K; ++kh)
-              for (std::size_t kw = 0; kw < K; ++kw) {
-                const std::ptrdiff_t ih = std::ptrdiff_t(h + kh) - std::ptrdiff_t(P),
-                                     iw = std::ptrdiff_t(ow + kw) - std::ptrdiff_t(P);
-                if (ih < 0 || iw < 0 || ih >= std::ptrdiff_t(G::in_h) || iw >= std::ptrdiff_t(G::in_w)) continue;
-                s.add(W(o, c, kh, kw) * double(float(x[n * G::in_size + (c * G::in_h + ih) * G::in_w + iw])));
-              }
-          return std::pair{s.sum, s.magnitude};
-        }) == 0);
-
-  const auto dx = engine_run<G, Gt>(engine, dy, batch, w, nullptr, true);
-  CHECK(count_wrong<Gt>(dx, batch, [&](std::size_t n, std::size_t c, std::size_t ih, std::size_t iw) {
-          Sum s;
-          for (std::size_t o = 0; o < G::out_channels; ++o)
-            for (std::size_t kh = 0; kh < K; ++kh)
-              for (std::size_t kw = 0; kw < K; ++kw) {
-                const std::ptrdiff_t oh = std::ptrdiff_t(ih + P) - std::ptrdiff_t(kh),
-                                     ow = std::ptrdiff_t(iw + P) - std::ptrdiff_t(kw);
-                if (oh < 0 || ow < 0 || oh >= std::ptrdiff_t(G::out_h) || ow >= std::ptrdiff_t(G::out_w)) continue;
-                s.add(W(o, c, kh, kw) * double(float(dy[n * G::out_size + (o * G::out_h + oh) * G::out_w + ow])));
-              }
-          return std::pair{s.sum, s.magnitude};
-        }) == 0);
-}
 
 /// dW and db of the bf16 layer through Conv2dKernels (on bf16_dot_engine()) against exact
 /// sums of the bf16 products; then again with `accumulate`, which must exactly double them (the
@@ -254,16 +150,6 @@ TEST_CASE("AMX convolution: which geometries run on tiles, and their blocks") {
 
 namespace {
 
-/// Both engines' forward and dX kernels on geometries that hit every block shape.
-void check_engine_kernels(cpu::Bf16Dot engine) {
-  check_kernels<Conv2dGeometry<16, 32, 13, 13, 3, 1, 1>>(engine, 3); // 2x2 blocks; dX 1x3
-  check_kernels<Conv2dGeometry<16, 32, 26, 26, 3, 1, 0>>(engine, 2); // model A: a 2x1 tail block
-  check_kernels<Conv2dGeometry<24, 20, 9, 7, 5, 1, 2>>(engine, 3);   // blocks of 24 and 20 channels, Cout 20
-  check_kernels<Conv2dGeometry<64, 16, 6, 13, 3, 1, 0>>(engine, 2);  // two channel blocks; 1x3 with a 1x1 tail
-  check_kernels<Conv2dGeometry<32, 8, 8, 8, 3, 1, 1>>(engine, 3);    // 1x3 with a 1x2 tail; dX on blocks of 8
-  check_kernels<Conv2dGeometry<48, 40, 7, 7, 3, 1, 1>>(engine, 2);   // Cout 40 and 48 in 64 rows
-}
-
 /// dW through Conv2dKernels on bf16_dot_engine(): 2x2 blocks, then 1x1 (16 -> 16), 1x2 and 2x1
 /// with padded channels, odd and even tap offsets (Wp odd and even), batches cut into 1, 2 and 3
 /// chunks.
@@ -281,11 +167,6 @@ TEST_CASE("bf16 dot convolution: the AMX kernels' forward and dX equal exact sum
   check_engine_kernels(cpu::Bf16Dot::amx);
 }
 
-TEST_CASE("bf16 dot convolution: the AVX512-BF16 kernels' forward and dX equal exact sums within float rounding") {
-  if (!cpu::has_avx512_bf16()) COHORT_SKIP(no_avx512_bf16);
-  check_engine_kernels(cpu::Bf16Dot::avx512);
-}
-
 TEST_CASE("bf16 dot convolution: dW and db on the chosen engine equal exact sums within float rounding") {
   if (cpu::bf16_dot_engine() == cpu::Bf16Dot::none) COHORT_SKIP(no_engine);
   MESSAGE("engine: " << std::string(cpu::bf16_dot_name(cpu::bf16_dot_engine())));
@@ -296,41 +177,4 @@ TEST_CASE("bf16 dot convolution: the bf16 layer is the float layer plus one roun
   if (cpu::bf16_dot_engine() == cpu::Bf16Dot::none) COHORT_SKIP(no_engine);
   check_layer<Conv2dGeometry<16, 32, 26, 26, 3, 1, 0>>(9);
   check_layer<Conv2dGeometry<32, 48, 14, 14, 3, 1, 1>>(5);
-}
-
-TEST_CASE("bf16 dot convolution: the AVX512-BF16 forward kernel equals VDPBF16PS's scalar model bit for bit") {
-  if (!cpu::has_avx512_bf16()) COHORT_SKIP(no_avx512_bf16);
-  // Taps in order, then channel pairs in order; each pair adds its odd product, then its even
-  // one (cpu::bf16_dot_reference's rule), from the bias.
-  using G = Conv2dGeometry<32, 24, 9, 11, 3, 1, 1>;
-  using V = cpu::direct::Wide<G>;
-  using S = cpu::amx_conv::Shape<G>;
-  constexpr std::size_t batch = 2, K = G::kernel, P = G::padding;
-  std::mt19937 gen(11);
-  const auto x = random_bf16(batch * G::in_size, gen), w = random_bf16(G::out_channels * G::patch, gen);
-  std::vector<float> bias(G::out_channels);
-  for (auto& v : bias) v = float(bfloat16(std::normal_distribution<float>{}(gen)));
-  const auto y = engine_run<G, G>(cpu::Bf16Dot::avx512, x, batch, w, &bias, false);
-  std::size_t differ = 0;
-  for (std::size_t n = 0; n < batch; ++n)
-    for (std::size_t o = 0; o < G::out_channels; ++o)
-      for (std::size_t h = 0; h < V::ho; ++h)
-        for (std::size_t ow = 0; ow < V::wo; ++ow) {
-          float acc = bias[o];
-          for (std::size_t t = 0; t < K * K; ++t) {
-            const std::ptrdiff_t ih = std::ptrdiff_t(h + t / K) - std::ptrdiff_t(P),
-                                 iw = std::ptrdiff_t(ow + t % K) - std::ptrdiff_t(P);
-            const bool inside = ih >= 0 && iw >= 0 && ih < std::ptrdiff_t(G::in_h) && iw < std::ptrdiff_t(G::in_w);
-            bfloat16 xs[G::in_channels], ws[G::in_channels];
-            for (std::size_t c = 0; c < G::in_channels; ++c) {
-              xs[c] =
-                  inside ? x[n * G::in_size + (c * G::in_h + std::size_t(ih)) * G::in_w + std::size_t(iw)] : bfloat16{};
-              ws[c] = w[(o * G::in_channels + c) * K * K + t];
-            }
-            acc = cpu::bf16_dot_reference(acc, ws, xs, G::in_channels, 1);
-          }
-          const float got = y[(n * S::rows + o) * V::positions + h * V::wp + ow];
-          differ += std::memcmp(&got, &acc, sizeof acc) != 0;
-        }
-  CHECK(differ == 0);
 }
