@@ -135,9 +135,10 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) inline double bf16_dot_r
 } // namespace detail
 #endif
 
-/// VDPBF16PS's multiply-adds per second over float FMAs' on this core, measured once (about 2 ms:
-/// five alternating rounds of each, the best of each kept, so a busy machine slows both alike);
-/// 0 without AVX512-BF16. Zen 4: 2.0; Sapphire Rapids: about 0.4.
+/// VDPBF16PS's multiply-adds per second over float FMAs' on this core, measured once (under a
+/// millisecond: five alternating rounds of each, the best of each kept, so a busy machine slows
+/// both alike); 0 without AVX512-BF16. Zen 4: 2.0. Sapphire Rapids: at most 1 (one VDPBF16PS a
+/// cycle against two FMAs; a micro-benchmark there gave 0.4), and AMX is preferred there anyway.
 inline double avx512_bf16_speedup() noexcept {
 #if COHORT_X86
   static const double ratio = [] {
@@ -156,8 +157,8 @@ inline double avx512_bf16_speedup() noexcept {
 }
 
 /// Where AVX512-BF16 is chosen without AMX: its dot products must beat FMAs by this much
-/// (measured 2.0 on Zen 4 and 0.4 on Sapphire Rapids: far from either, so timing noise cannot
-/// flip the choice between runs and with it the last bits of results).
+/// (2.0 on Zen 4, at most 1 on Sapphire Rapids: far enough from either that timing noise cannot
+/// flip the choice between runs, and with it the last bits of results).
 inline constexpr double avx512_bf16_min_speedup = 1.4;
 
 /// The engine the kernels use (see the file comment): COHORT_BF16_DOT=amx|avx512|off where the
