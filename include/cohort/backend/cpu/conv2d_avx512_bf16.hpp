@@ -35,9 +35,7 @@
 
 namespace cohort::cpu::avx512_bf16_conv {
 
-/// Whether Gk runs on this engine when the CPU picks it: exactly the AMX path's layers.
-template <class Gk>
-inline constexpr bool applicable = amx_conv::applicable<Gk>;
+// The layers this engine runs are exactly the AMX path's: amx_conv::applicable<Gk>.
 
 /// Register tile of the forward/dX kernel: 8 output channels x 3 vectors of positions (24
 /// accumulators, 3 position vectors and a broadcast weight: 28 of 32 zmm).
@@ -174,7 +172,8 @@ COHORT_TARGET_AVX512_BF16 void weight_grad_blocks(const bfloat16* dyb, const std
 
 #undef COHORT_BF16_INLINE
 
-#else  // declared for name lookup only: applicable<Gk> is false without x86, so nothing calls them
+#else  // declared for name lookup only: amx_conv::applicable<Gk> (this engine's layers too) is false
+       // without x86, so nothing calls them
 template <class Gk>
 void forward_samples(const std::uint32_t* pairs, std::size_t count, const bfloat16* packed, const float* bias,
                      float* yw);
