@@ -13,7 +13,8 @@ JOBS=$(nproc)
 
 # The groups every machine set up by the two scripts above runs.
 groups=(cpu device_omp mpi packaging format asan tsan fuzz)
-cmake_args=(-DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python")
+# -Werror on the project's own programs: a new compiler warning fails the run.
+cmake_args=(-DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python" -DCOHORT_WARNINGS_AS_ERRORS=ON)
 # The device tests need the CCCL headers (Thrust): the CUDA toolkit's, or, without a toolkit,
 # the same CCCL release from PyPI that install-python.sh put into .venv.
 if [ ! -e /usr/local/cuda/include/cccl/thrust/device_vector.h ]; then

@@ -49,7 +49,10 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", o.data_dir, "directory with train-/t10k- images and labels in IDX format (.gz or raw)")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of initialisation, dropout and shuffling")->capture_default_str();
-  app.add_option("--threads", o.threads, "CPU threads")->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--threads", o.threads,
+                 "CPU threads (default: every core this process may use, as nproc counts them; with --parallel "
+                 "threads: per replica, default the cores divided among the replicas)")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--metrics", o.metrics, "append one JSON object per epoch to FILE");
   app.add_option("--save", o.save, "write a checkpoint (weights, optimiser, position) to FILE at the end");
   app.add_option("--init-from", o.init_from, "start from the weights in FILE (safetensors; PyTorch state_dict names)");

@@ -19,7 +19,7 @@ struct TrainMnistOptions {
   double clip_grad_norm = 0;      // 0: no clipping
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::uint64_t seed = 0;
-  std::size_t threads = 1;
+  std::size_t threads = 0; // 0: every core this process may use (cohort::available_cores())
   std::string metrics, save, init_from, resume;
   std::uint64_t max_steps = 0;
   bool no_shuffle = false;

@@ -40,8 +40,8 @@ int train(const TrainMnistOptions& o, Opt opt) {
   const Data train_set = Data::from_idx(train_images, read_idx(train_files.labels, idx_labels_magic), 10, norm);
   const Data test_set = Data::load(test_files, 10, norm);
 
-  set_num_threads(o.threads);
   TrainerOptions to;
+  to.threads = o.threads; // 0: the Trainer takes every available core
   to.batch_size = o.batch_size ? o.batch_size : (o.model == "B" ? 100 : 128);
   to.eval_batch_size = o.eval_batch_size;
   to.seed = o.seed;
@@ -54,7 +54,9 @@ int train(const TrainMnistOptions& o, Opt opt) {
   to.n_dataset_repeat = o.repeat;
   to.accumulation_steps = o.accumulation;
   to.parallel.replicas = o.replicas;
-  to.parallel.threads_per_replica = o.threads;
+  to.parallel.threads_per_replica =
+      o.threads ? o.threads
+                : std::max<std::size_t>(available_cores().threads / std::max<std::size_t>(o.replicas, 1), 1);
   to.parallel.deterministic = o.deterministic;
   to.parallel.deterministic_chunks = o.chunks;
   to.parallel.bucket_kib = o.bucket_kib;
@@ -80,10 +82,11 @@ int train(const TrainMnistOptions& o, Opt opt) {
                   static_cast<unsigned long long>(trainer.epoch()), static_cast<unsigned long long>(trainer.step()));
   }
   if (root)
-    std::printf("model %s (%zu parameters), %s, batch %zu, %s x %zu, %zu thread(s) each, %s%s\n", o.model.c_str(),
+    std::printf("model %s (%zu parameters), %s, batch %zu, %s x %zu, %zu thread(s) each (%s), %s%s\n", o.model.c_str(),
                 Net::parameter_count, std::string(cohort::optimizer_name(trainer.optimizer())).c_str(), to.batch_size,
-                std::string(Parallel::name).c_str(), trainer.engine().devices(), o.threads,
-                std::string(Precision::name).c_str(), o.deterministic ? ", deterministic" : "");
+                std::string(Parallel::name).c_str(), trainer.engine().devices(), trainer.threads().threads,
+                o.threads ? "--threads" : trainer.threads().why.c_str(), std::string(Precision::name).c_str(),
+                o.deterministic ? ", deterministic" : "");
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<EpochReport> history;

@@ -35,7 +35,8 @@ struct AdadeltaRule {
 
   /// V is the element type or a vector of them.
   template <class V>
-  COHORT_RULE void operator()(V& p, V g, V& square_avg, V& acc_delta) const {
+  COHORT_RULE void operator()(V& p, const V& grad, V& square_avg, V& acc_delta) const {
+    V g = grad; // a copy: clipping and weight decay change it
     if (grad_scale != T(1)) g = g * grad_scale;
     if (weight_decay != T(0)) g = g + weight_decay * p;
     square_avg = square_avg * rho + one_minus_rho * g * g;

@@ -54,14 +54,16 @@ struct AdamRule {
 
   /// Adam. V is the element type or a vector of them.
   template <class V>
-  COHORT_RULE void operator()(V& p, V g, V& m, V& v) const {
+  COHORT_RULE void operator()(V& p, const V& grad, V& m, V& v) const {
+    V g = grad; // a copy: clipping and weight decay change it
     moments(p, g, m, v);
     // param.addcdiv_(exp_avg, denom, value=-step_size), denom = sqrt(v) / bc2_sqrt + eps
     p = p + neg_step_size * m / (cpu::vsqrt(v) / bias_correction2_sqrt + eps);
   }
   /// AMSGrad: normalise by the largest second moment seen.
   template <class V>
-  COHORT_RULE void operator()(V& p, V g, V& m, V& v, V& vmax) const {
+  COHORT_RULE void operator()(V& p, const V& grad, V& m, V& v, V& vmax) const {
+    V g = grad; // a copy: clipping and weight decay change it
     moments(p, g, m, v);
     vmax = vmax > v ? vmax : v;
     p = p + neg_step_size * m / (cpu::vsqrt(vmax) / bias_correction2_sqrt + eps);

@@ -37,12 +37,14 @@ struct RmsPropRule {
   T grad_scale = T(1);
 
   template <class V>
-  COHORT_RULE void operator()(V& p, V g, V& square_avg) const {
+  COHORT_RULE void operator()(V& p, const V& grad, V& square_avg) const {
+    V g = grad; // a copy: clipping and weight decay change it
     const V avg = cpu::vsqrt(average(p, g, square_avg)) + eps;
     p = p + (-lr) * g / avg; // param.addcdiv_(grad, avg, value=-lr)
   }
   template <class V>
-  COHORT_RULE void operator()(V& p, V g, V& square_avg, V& buf) const {
+  COHORT_RULE void operator()(V& p, const V& grad, V& square_avg, V& buf) const {
+    V g = grad; // a copy: clipping and weight decay change it
     const V avg = cpu::vsqrt(average(p, g, square_avg)) + eps;
     with_momentum(p, g, avg, buf);
   }
@@ -50,12 +52,14 @@ struct RmsPropRule {
   struct Centered {
     RmsPropRule r; // by value: device kernels copy the rule
     template <class V>
-    COHORT_RULE void operator()(V& p, V g, V& square_avg, V& grad_avg) const {
+    COHORT_RULE void operator()(V& p, const V& grad, V& square_avg, V& grad_avg) const {
+      V g = grad; // a copy: clipping and weight decay change it
       const V avg = r.centered_avg(p, g, square_avg, grad_avg);
       p = p + (-r.lr) * g / avg;
     }
     template <class V>
-    COHORT_RULE void operator()(V& p, V g, V& square_avg, V& buf, V& grad_avg) const {
+    COHORT_RULE void operator()(V& p, const V& grad, V& square_avg, V& buf, V& grad_avg) const {
+      V g = grad;                                               // a copy: clipping and weight decay change it
       const V avg = r.centered_avg(p, g, square_avg, grad_avg); // clips and decays g first
       r.with_momentum(p, g, avg, buf);
     }
@@ -79,7 +83,7 @@ struct RmsPropRule {
   }
   /// buf.mul_(momentum).addcdiv_(grad, avg); param.add_(buf, alpha=-lr).
   template <class V>
-  COHORT_RULE void with_momentum(V& p, V g, V avg, V& buf) const {
+  COHORT_RULE void with_momentum(V& p, const V& g, const V& avg, V& buf) const {
     buf = buf * momentum + g / avg;
     p = p + (-lr) * buf;
   }

@@ -39,7 +39,8 @@ struct SgdRule {
 
   /// With a momentum buffer.
   template <class V>
-  COHORT_RULE void operator()(V& p, V g, V& buf) const {
+  COHORT_RULE void operator()(V& p, const V& grad, V& buf) const {
+    V g = grad; // a copy: clipping and weight decay change it
     if (grad_scale != T(1)) g = g * grad_scale;
     if (weight_decay != T(0)) g = g + weight_decay * p;
     buf = first_step ? g : buf * momentum + one_minus_dampening * g;
@@ -48,7 +49,8 @@ struct SgdRule {
   }
   /// Without momentum.
   template <class V>
-  COHORT_RULE void operator()(V& p, V g) const {
+  COHORT_RULE void operator()(V& p, const V& grad) const {
+    V g = grad; // a copy: clipping and weight decay change it
     if (grad_scale != T(1)) g = g * grad_scale;
     if (weight_decay != T(0)) g = g + weight_decay * p;
     p = p + (-lr) * g;

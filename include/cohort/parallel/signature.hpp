@@ -43,7 +43,12 @@ std::vector<std::string> network_signature() {
   detail::layer_lines<typename Net::layers>::add(lines);
   for (const auto& e : Net::layout.entries) {
     std::string dims;
-    for (std::size_t d = 0; d < e.spec.rank; ++d) dims += (d ? "x" : "") + std::to_string(e.spec.dims[d]);
+    for (std::size_t d = 0; d < e.spec.rank; ++d) {
+      // Appended piece by piece: "x" + std::string trips GCC 12's false -Wrestrict (PR 105651)
+      // in users' -O3 builds.
+      if (d) dims += 'x';
+      dims += std::to_string(e.spec.dims[d]);
+    }
     lines.push_back(detail::concat("tensor ", e.name(), ": ",
                                    e.kind == TensorKind::parameter ? "parameter"
                                    : e.kind == TensorKind::buffer  ? "buffer"

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "cohort/backend/cpu.hpp"
+#include "cohort/backend/cpu/available_cores.hpp"
 #include "cohort/core/error.hpp"
 #include "cohort/data/augment.hpp"
 #include "cohort/data/batch_prefetcher.hpp"
@@ -49,6 +50,7 @@
 #include "cohort/train/engine/single_device_on_device.hpp"
 #include "cohort/train/engine/threaded_replicas.hpp"
 #include "cohort/train/engine/threaded_replicas_on_device.hpp"
+#include "cohort/train/progress.hpp"
 
 namespace cohort {
 
@@ -65,14 +67,25 @@ concept ClassificationData = requires(const D& d, std::size_t i) {
 struct TrainerOptions {
   std::size_t batch_size = 128;
   std::size_t eval_batch_size = 1000;
+  /// CPU threads of this process: the pool every CPU kernel runs on (set_num_threads), set when
+  /// the trainer is built. 0: every core the process may use, as PyTorch does
+  /// (available_cores(): its affinity mask, cgroup quota and share among the MPI ranks on the
+  /// node; COHORT_NUM_THREADS overrides). Results are bitwise the same for any count.
+  /// ThreadedReplicas' replicas run on their own pools (parallel.threads_per_replica); device
+  /// policies leave the pool alone.
+  std::size_t threads = 0;
   /// Seeds initialisation, dropout and shuffling.
   std::uint64_t seed = 0;
   bool shuffle = true;
   /// Stop after this many optimiser steps in all (0: no limit); the position is kept, so a
   /// checkpoint taken then resumes exactly.
   std::uint64_t max_steps = 0;
-  /// A progress line every this many steps (0: none), as the seed notebooks print.
+  /// A progress line every this many steps (0: none), as the seed notebooks print (progress =
+  /// lines, or automatic away from a terminal).
   std::size_t log_interval = 10;
+  /// A bar redrawn in place with samples/s, loss and ETA on a terminal, lines elsewhere
+  /// (train/progress.hpp).
+  ProgressStyle progress = ProgressStyle::automatic;
   /// Where progress goes (nullptr: silent).
   std::ostream* log = &std::cout;
   /// Append one JSON object per epoch here (empty: no file).
@@ -183,7 +196,7 @@ class Trainer {
 
  public:
   explicit Trainer(Opt opt, TrainerOptions options = {})
-      : opt_(std::move(checked(options))), base_lr_(schedulable_lr(opt, opt_)),
+      : opt_(std::move(checked(options))), threads_(use_threads(opt_)), base_lr_(schedulable_lr(opt, opt_)),
         engine_(configured(std::move(opt), opt_), engine_options(opt_)) {}
 
   /// The single-device network (SingleDevice policy only; use parameters() otherwise).
@@ -216,6 +229,8 @@ class Trainer {
   { return engine_.optimizer().last_grad_norm(); }
   engine_type& engine() noexcept { return engine_; }
   const TrainerOptions& options() const noexcept { return opt_; }
+  /// The CPU threads this process trains with, and why (TrainerOptions::threads).
+  const CoreBudget& threads() const noexcept { return threads_; }
   /// This process's rank and the number of processes (1 unless ProcessGroupDDP).
   std::size_t rank() const noexcept { return engine_.rank(); }
   std::size_t world_size() const noexcept { return engine_.world(); }
@@ -230,6 +245,7 @@ class Trainer {
   requires ClassificationData<Train, input_shape> std::vector<EpochReport> fit(const Train& train, std::size_t epochs,
                                                                                const Test* test = nullptr) {
     std::vector<EpochReport> out;
+    epochs_ = epochs; // for the progress bar's "epoch 2/10"
     while (state_.epoch < epochs && !reached_max_steps()) out.push_back(fit_epoch(train, test));
     return out;
   }
@@ -269,6 +285,8 @@ class Trainer {
     r.epoch = state_.epoch;
     double loss_sum = 0;
     const PrefetchScope prefetch_scope{*this}; // no batch is gathered past this epoch's end
+    std::optional<detail::ProgressBar> bar;
+    if (log_here() && progress_style() == ProgressStyle::bar) bar.emplace(*opt_.log);
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t b = state_.batch_in_epoch; b < batches;) {
       if (reached_max_steps()) {
@@ -294,7 +312,17 @@ class Trainer {
       ++state_.step;
       state_.batch_in_epoch = b;
       const std::size_t shown = b - 1;
-      if (log_here() && opt_.log_interval && (shown / k) % opt_.log_interval == 0) {
+      if (bar) {
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        bar->update({.epoch = state_.epoch,
+                     .epochs = epochs_,
+                     .done = b,
+                     .total = batches,
+                     .samples_per_s = elapsed > 0 ? double(r.samples) / elapsed : 0,
+                     .loss = loss_sum / double(r.steps),
+                     .elapsed_s = elapsed});
+      } else if (log_here() && progress_style() == ProgressStyle::lines && opt_.log_interval &&
+                 (shown / k) % opt_.log_interval == 0) {
         char line[160];
         std::snprintf(line, sizeof line, "epoch: %llu [%zu/%zu (%.0f%%)]\ttraining loss: %.6f\n",
                       static_cast<unsigned long long>(state_.epoch), shown, batches,
@@ -302,6 +330,7 @@ class Trainer {
         *opt_.log << line << std::flush;
       }
     }
+    if (bar) bar->finish();
     stop_prefetch(); // a batch gathered ahead past max_steps must not race evaluate's gather
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.samples_per_s = r.seconds > 0 ? double(r.samples) / r.seconds : 0;
@@ -451,6 +480,18 @@ class Trainer {
       }
   }
 
+  /// Sizes the process's CPU pool from o.threads (the policies that train on it).
+  static CoreBudget use_threads(const TrainerOptions& o) {
+    if constexpr (!host_memory_backend<typename Parallel::backend>) {
+      return {num_threads(), "a device policy: the CPU pool is left as it was"};
+    } else if constexpr (Parallel::name == std::string_view("ThreadedReplicas")) {
+      return {o.parallel.threads_per_replica, "per replica (parallel.threads_per_replica)"};
+    } else {
+      const CoreBudget b = o.threads ? CoreBudget{o.threads, "TrainerOptions::threads"} : available_cores();
+      set_num_threads(b.threads);
+      return b;
+    }
+  }
   static TrainerOptions&& checked(TrainerOptions& o) {
     if (o.batch_size == 0) throw ValueError("Trainer: batch_size must be at least 1");
     if (o.eval_batch_size == 0) throw ValueError("Trainer: eval_batch_size must be at least 1");
@@ -474,6 +515,11 @@ class Trainer {
   }
   /// Progress and metrics come from rank 0 only.
   bool log_here() const noexcept { return opt_.log && engine_.rank() == 0; }
+  /// opt_.progress with `automatic` resolved: a bar only on a terminal.
+  ProgressStyle progress_style() const {
+    if (opt_.progress != ProgressStyle::automatic) return opt_.progress;
+    return opt_.log && detail::is_terminal(*opt_.log) ? ProgressStyle::bar : ProgressStyle::lines;
+  }
 
   /// Copies the samples at `idx` into the batch buffers of `slot` (no allocation once they are
   /// sized). A training batch (`epoch` given) then goes through opt_.augment, each image as the
@@ -595,6 +641,7 @@ class Trainer {
   }
 
   TrainerOptions opt_;
+  CoreBudget threads_;
   double base_lr_ = 0; // the optimiser's rate at construction: what the schedule scales
   engine_type engine_;
   TrainerState state_{};
@@ -605,6 +652,7 @@ class Trainer {
   BatchPrefetcher prefetcher_;        // its thread starts with the first prefetch
   std::size_t prefetched_ = no_batch; // the batch the prefetcher gathers (no_batch: none)
   std::vector<double> epoch_seconds_;
+  std::uint64_t epochs_ = 0; // fit()'s target, for the progress bar (0: fit_epoch called alone)
 };
 
 } // namespace cohort

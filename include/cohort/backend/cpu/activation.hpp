@@ -37,11 +37,11 @@ namespace cpu {
 /// SiLU: y = x / (1 + e^-x); dx = dy * s * (1 + x * (1 - s)) with s = 1 / (1 + e^-x).
 struct SiluRule {
   template <class V>
-  COHORT_ALWAYS_INLINE V forward(V x) const noexcept {
+  COHORT_ALWAYS_INLINE V forward(const V& x) const noexcept {
     return x / (1.f + vexp(-x));
   }
   template <class V>
-  COHORT_ALWAYS_INLINE V backward(V x, V dy) const noexcept {
+  COHORT_ALWAYS_INLINE V backward(const V& x, const V& dy) const noexcept {
     const V s = 1.f / (1.f + vexp(-x));
     return dy * s * (1.f + x * (1.f - s));
   }
@@ -57,11 +57,11 @@ struct SiluRule {
 struct GeluRule {
   static constexpr double inv_sqrt_2pi = 0.39894228040143267794; // M_2_SQRTPI * M_SQRT1_2 * 0.5
   template <class V>
-  COHORT_ALWAYS_INLINE V forward(V x) const noexcept {
+  COHORT_ALWAYS_INLINE V forward(const V& x) const noexcept {
     return x * vnormal_cdf(x);
   }
   template <class V>
-  COHORT_ALWAYS_INLINE V backward(V x, V dy) const noexcept {
+  COHORT_ALWAYS_INLINE V backward(const V& x, const V& dy) const noexcept {
     const V pdf = vexp(x * x * -0.5f) * float(inv_sqrt_2pi);
     return dy * (vnormal_cdf(x) + x * pdf);
   }
@@ -76,11 +76,11 @@ struct GeluRule {
 struct LeakyReluRule {
   float slope;
   template <class V>
-  COHORT_ALWAYS_INLINE V forward(V x) const noexcept {
+  COHORT_ALWAYS_INLINE V forward(const V& x) const noexcept {
     return x > 0.f ? x : x * slope;
   }
   template <class V>
-  COHORT_ALWAYS_INLINE V backward(V x, V dy) const noexcept {
+  COHORT_ALWAYS_INLINE V backward(const V& x, const V& dy) const noexcept {
     return x > 0.f ? dy : dy * slope;
   }
   double forward(double x) const noexcept { return x > 0 ? x : x * double(slope); }

@@ -240,7 +240,8 @@ void to_wide(const float* __restrict yh, float* __restrict yw) {
 /// s + sum_k row[k] * v(k) over one row of a transform matrix: zeros skipped, ones not multiplied
 /// (the rows are compile-time constants, so once the loops are unrolled no test is left).
 template <int W, std::size_t K, class Value>
-COHORT_ALWAYS_INLINE vec<W> combine(const std::array<float, K>& row, Value&& v, vec<W> s = vec<W>{}) {
+COHORT_ALWAYS_INLINE vec<W> combine(const std::array<float, K>& row, Value&& v, const vec<W>& init = vec<W>{}) {
+  vec<W> s = init; // (by reference: a vector argument makes GCC print an ABI note without -march)
 #pragma GCC unroll 8
   for (std::size_t k = 0; k < K; ++k)
     if (row[k] != 0.f) s += row[k] == 1.f ? v(k) : broadcast<W>(row[k]) * v(k);

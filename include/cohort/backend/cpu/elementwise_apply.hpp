@@ -5,7 +5,7 @@
 ///
 ///     cpu::apply_elementwise(rule, n, params, grads, exp_avg, exp_avg_sq);
 ///
-/// A rule is written once as `template <class V> void operator()(V& p, V g, V&... state)`: with
+/// A rule is written once as `template <class V> void operator()(V& p, const V& g, V&... state)`: with
 /// V = float for the tail and V = vec<W> for the body, so both compute the same operations in the
 /// same order (sqrt and division are correctly rounded in both). Each element is updated by one
 /// thread, so the result does not depend on the thread count.
@@ -38,8 +38,10 @@ COHORT_HOST_DEVICE COHORT_ALWAYS_INLINE float vsqrt(float x) noexcept {
   return std::sqrt(x);
 #endif
 }
+// In place, by reference: a template returning a vector is instantiated at the end of the
+// translation unit, outside this file's -Wpsabi pragma, and GCC would warn users without -march.
 template <int W>
-COHORT_ALWAYS_INLINE vec<W> vsqrt_lanes(vec<W> x) noexcept {
+COHORT_ALWAYS_INLINE void vsqrt_lanes(vec<W>& x) noexcept {
 #if COHORT_X86
   for (int i = 0; i < W; i += 4) {
     vec<4> part;
@@ -50,11 +52,22 @@ COHORT_ALWAYS_INLINE vec<W> vsqrt_lanes(vec<W> x) noexcept {
 #else
   for (int i = 0; i < W; ++i) x[i] = std::sqrt(x[i]);
 #endif
-  return x;
 }
-COHORT_ALWAYS_INLINE vec<4> vsqrt(vec<4> x) noexcept { return vsqrt_lanes<4>(x); }
-COHORT_ALWAYS_INLINE vec<8> vsqrt(vec<8> x) noexcept { return vsqrt_lanes<8>(x); }
-COHORT_ALWAYS_INLINE vec<16> vsqrt(vec<16> x) noexcept { return vsqrt_lanes<16>(x); }
+COHORT_ALWAYS_INLINE vec<4> vsqrt(const vec<4>& x) noexcept {
+  vec<4> r = x;
+  vsqrt_lanes<4>(r);
+  return r;
+}
+COHORT_ALWAYS_INLINE vec<8> vsqrt(const vec<8>& x) noexcept {
+  vec<8> r = x;
+  vsqrt_lanes<8>(r);
+  return r;
+}
+COHORT_ALWAYS_INLINE vec<16> vsqrt(const vec<16>& x) noexcept {
+  vec<16> r = x;
+  vsqrt_lanes<16>(r);
+  return r;
+}
 
 namespace detail {
 template <int W, class Rule, class... State>
@@ -65,11 +78,12 @@ COHORT_ALWAYS_INLINE void apply_range(const Rule& rule, std::size_t lo, std::siz
   for (; i + W <= hi; i += W) {
     vec<W> pv = load<W>(p + i);
     const vec<W> gv = load<W>(g + i);
-    [&](auto... sv) {
+    // The state lanes by reference: a vector passed by value to a function compiled for the
+    // baseline makes GCC print its ABI note in users' builds without -march.
+    [&](auto&&... sv) {
       rule(pv, gv, sv...);
-      std::size_t k = 0;
-      ((store<W>(s + i, sv), ++k), ...);
-    }(load<W>(s + i)...);
+      (store<W>(s + i, sv), ...);
+    }(vec<W>(load<W>(s + i))...);
     store<W>(p + i, pv);
   }
   for (; i < hi; ++i) rule(p[i], g[i], s[i]...);

@@ -57,7 +57,7 @@ COHORT_ALWAYS_INLINE V splat(float c) noexcept {
 }
 /// Horner's rule, highest coefficient first: ((c0 x + c1) x + c2) ...
 template <class V, std::size_t N>
-COHORT_ALWAYS_INLINE V horner(V x, const float (&c)[N]) noexcept {
+COHORT_ALWAYS_INLINE V horner(const V& x, const float (&c)[N]) noexcept {
   V r = splat<V>(c[0]);
   for (std::size_t i = 1; i < N; ++i) r = r * x + c[i];
   return r;
@@ -66,7 +66,7 @@ COHORT_ALWAYS_INLINE V horner(V x, const float (&c)[N]) noexcept {
 
 /// e^x (Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2, a degree-7 polynomial in r, times 2^n).
 template <class V>
-COHORT_ALWAYS_INLINE V vexp(V x) noexcept {
+COHORT_ALWAYS_INLINE V vexp(const V& x) noexcept {
   using I = typename detail::int_of<V>::type;
   // Clamped to where e^x is a float (subnormals included); the results outside are fixed up at
   // the end. (Written as compare-and-select: a NaN fails both tests and stays NaN.)
@@ -93,7 +93,7 @@ COHORT_ALWAYS_INLINE V vexp(V x) noexcept {
 /// erfc(a) for a >= 0.921875 (0 from a = 4 on, where erf(a) rounds to 1 in float):
 /// exp(Q(a)), Q a degree-8 least-squares fit of log(erfc(a)) on [0.921875, 4].
 template <class V>
-COHORT_ALWAYS_INLINE V verfc_tail(V a) noexcept {
+COHORT_ALWAYS_INLINE V verfc_tail(const V& a) noexcept {
   constexpr float q[] = {1.6131018583109835e-06f, -4.557118518278003e-05f, 0.0005926017183810472f,
                          -0.004739417694509029f,  0.026362380012869835f,   -0.10997404903173447f,
                          -0.6319416165351868f,    -1.1301640272140503f,    0.0003025418263860047f};
@@ -106,7 +106,7 @@ COHORT_ALWAYS_INLINE V verfc_tail(V a) noexcept {
 /// (a degree-5 fit on |z| < 0.921875); further out Phi is taken from erfc(|z|) directly, which
 /// keeps the lower tail accurate instead of cancelling 1 - erfc.
 template <class V>
-COHORT_ALWAYS_INLINE V vnormal_cdf(V x) noexcept {
+COHORT_ALWAYS_INLINE V vnormal_cdf(const V& x) noexcept {
   using I = typename detail::int_of<V>::type;
   constexpr float p[] = {-0.0006008737254887819f, 0.004997011739760637f, -0.026769496500492096f,
                          0.11281904578208923f,    -0.3761250376701355f,  1.1283791065216064f};
