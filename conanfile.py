@@ -4,8 +4,14 @@
     conan create . -pr:a <profile> --build=missing   # with a remote that has the dependencies
 
 Consumers: find_package(cohort CONFIG REQUIRED) and target_link_libraries(app cohort::cohort)
-through CMakeDeps. The MPI/CUDA/NCCL components of the CMake package are not offered through
-Conan yet.
+through CMakeDeps. Components, as in the CMake package (cmake/cohortConfig.cmake.in):
+- cohort::cohort, the header-only core (xtensor, zlib, threads);
+- cohort::mpi (option with_mpi, default True): the core plus the system's MPI (found with CMake's
+  FindMPI when the consumer configures; OpenMPI and MPICH are not Conan packages one can link
+  across a cluster) and COHORT_WITH_MPI=1, for ProcessGroupDDP<Mpi> and <cohort/mpi.hpp>.
+  find_package(cohort COMPONENTS mpi) fails with a message naming the option or the missing
+  MPI. -o cohort/*:with_mpi=False leaves it out.
+The CUDA/NCCL components need nvcc and are offered by the CMake package only.
 """
 
 import os
@@ -30,6 +36,8 @@ class CohortConan(ConanFile):
     # Settings only to check the consumer's C++ standard and pick system libraries; the package
     # is the same for every configuration (package_id clears them).
     settings = "os", "arch", "compiler", "build_type"
+    options = {"with_mpi": [True, False]}
+    default_options = {"with_mpi": True}
     exports_sources = "include/*", "CMakeLists.txt", "cmake/*", "LICENSE", "README.md"
     no_copy_source = True
 
@@ -50,6 +58,7 @@ class CohortConan(ConanFile):
         self.requires("zlib/[>=1.2.13 <2]", transitive_headers=True)
 
     def package_id(self):
+        # The headers are the same with or without MPI; the option only shapes package_info.
         self.info.clear()
 
     def validate(self):
@@ -65,14 +74,31 @@ class CohortConan(ConanFile):
 
     def package_info(self):
         self.cpp_info.set_property("cmake_file_name", "cohort")
-        self.cpp_info.set_property("cmake_target_name", "cohort::cohort")
+        # With components, CMakeDeps' package-wide target links them all: it gets a name of its
+        # own, and cohort::cohort is the core, as in the CMake package.
+        self.cpp_info.set_property("cmake_target_name", "cohort::all")
+        # Components as the CMake package names them: core -> cohort::cohort, mpi -> cohort::mpi.
+        core = self.cpp_info.components["core"]
+        core.set_property("cmake_target_name", "cohort::cohort")
+        # Conan-provided dependencies (a profile without [platform_requires]); with the debian12
+        # profile they are the system's, and the build module links them.
+        core.requires = [f"{d.ref.name}::{d.ref.name}" for d in self.dependencies.direct_host.values()
+                         if d.ref.name in ("xtensor", "xtl", "xsimd", "zlib")]
+        core.bindirs = []
+        core.libdirs = []
+        if self.settings.os in ("Linux", "FreeBSD"):
+            core.system_libs = ["pthread"]  # the CPU backend's thread pool (Threads::Threads)
+        if self.options.get_safe("with_mpi"):
+            mpi = self.cpp_info.components["mpi"]
+            mpi.set_property("cmake_target_name", "cohort::mpi")
+            mpi.requires = ["core"]
+            mpi.defines = ["COHORT_WITH_MPI=1"]
+            mpi.bindirs = []
+            mpi.libdirs = []
+            # The system MPI is linked by the build module below (FindMPI), as the platform deps are.
         # CMakeDeps generates nothing for requirements a profile lists under [platform_requires]
         # (Debian's xtensor and zlib with conan/profiles/debian12), and cohort::cohort would not
         # link them: this module, included by the generated cohort-config.cmake, finds and links
         # them (see the module's comment).
         self.cpp_info.set_property("cmake_build_modules", [os.path.join(_CMAKE_MODULE_DIR, _PLATFORM_DEPS_MODULE)])
         self.cpp_info.builddirs = []
-        self.cpp_info.bindirs = []
-        self.cpp_info.libdirs = []
-        if self.settings.os in ("Linux", "FreeBSD"):
-            self.cpp_info.system_libs = ["pthread"]  # the CPU backend's thread pool (Threads::Threads)

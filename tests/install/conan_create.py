@@ -71,6 +71,13 @@ def main():
         print(f"conan_create: conan create passed, but test_package did not run:\n{out}")
         return 1
     print("\n".join(lines))
+    # The mpi component (with_mpi, the default): test_package links a program against cohort::mpi.
+    mpi_programs = [os.path.join(root, f) for root, _, files in os.walk(os.path.join(work_dir, "test_package"))
+                    for f in files if f == "test_package_mpi"]
+    if not mpi_programs:
+        print(f"conan_create: test_package did not build test_package_mpi against cohort::mpi:\n{out}")
+        return 1
+    print(f"conan_create: cohort::mpi linked ({mpi_programs[0]})")
     return 0
 
 

@@ -633,6 +633,7 @@ class Trainer {
         << ", \"epoch time\": " << detail::json_number(r.seconds) << ", \"steps\": " << r.steps
         << ", \"train_loss\": " << detail::json_number(r.train_loss)
         << ", \"test_accuracy\": " << detail::json_number(r.test_accuracy.value_or(unknown))
+        << ", \"test_loss\": " << detail::json_number(r.test_loss.value_or(unknown))
         << ", \"samples_per_s\": " << detail::json_number(r.samples_per_s)
         << ", \"precision\": " << detail::json_quote(std::string(Precision::name))
         << ", \"skipped_steps\": " << engine_.skipped_steps() << ", \"loss_scale\": "
