@@ -18,7 +18,7 @@ LOG=$(mktemp)
 pip_install() {  # quiet unless it fails (--no-deps installs make pip print resolver warnings)
   if ! $PY -m pip install --disable-pip-version-check "$@" >"$LOG" 2>&1; then cat "$LOG"; exit 1; fi
 }
-pip_install numpy safetensors matplotlib
+pip_install numpy safetensors matplotlib onnxruntime==1.32.0 onnx==1.23.2
 if ! $PY -c "import torch" 2>/dev/null; then
   if [ -e /usr/local/cuda/lib64/libcudart.so.13 ] || ldconfig -p | grep -q libcudart.so.13; then
     # The versions torch 2.15.0 pins, minus everything the toolkit already provides.

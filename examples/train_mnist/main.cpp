@@ -57,6 +57,8 @@ int main(int argc, char** argv) {
   app.add_option("--save", o.save, "write a checkpoint (weights, optimiser, position) to FILE at the end");
   app.add_option("--init-from", o.init_from, "start from the weights in FILE (safetensors; PyTorch state_dict names)");
   app.add_option("--resume", o.resume, "continue exactly where the checkpoint FILE stopped");
+  app.add_option("--export-onnx", o.export_onnx,
+                 "write the trained network to FILE as an ONNX model (eval mode: ONNX Runtime, TensorRT, ...)");
   app.add_option("--max-steps", o.max_steps, "stop after this many optimiser steps in all (0: no limit)");
   app.add_flag("--no-shuffle", o.no_shuffle, "visit the training set in file order");
   app.add_flag("--no-prefetch", o.no_prefetch,

@@ -21,6 +21,7 @@ struct TrainMnistOptions {
   std::uint64_t seed = 0;
   std::size_t threads = 0; // 0: every core this process may use (cohort::available_cores())
   std::string metrics, save, init_from, resume;
+  std::string export_onnx; // write the trained network as ONNX (eval mode) to this file
   std::uint64_t max_steps = 0;
   bool no_shuffle = false;
   bool no_prefetch = false; // gather batches on the training threads, not on a background one

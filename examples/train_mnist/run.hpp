@@ -10,6 +10,7 @@
 #include <cohort/cohort.hpp>
 #include <cohort/data/dataset.hpp>
 #include <cohort/data/idx.hpp>
+#include <cohort/io/onnx.hpp>
 #include <cohort/optim/optimizer_variant.hpp>
 #include <cohort/precision/mixed_precision.hpp>
 #include <cohort/train/trainer.hpp>
@@ -27,6 +28,28 @@ inline std::string default_optimizer(const std::string& model) {
   return model == "A" ? "adadelta" : model == "B" ? "sgd" : "adam";
 }
 inline double default_lr(const std::string& model) { return model == "A" ? 0.5 : model == "B" ? 1e-4 : 1e-3; }
+
+/// The closing summary: what was trained, how fast, how well, and where the results went.
+inline void print_summary(const TrainMnistOptions& o, const std::vector<cohort::EpochReport>& history,
+                          const cohort::EvalReport& e) {
+  double seconds = 0;
+  std::size_t samples = 0;
+  for (const auto& r : history) {
+    seconds += r.seconds;
+    samples += r.samples;
+  }
+  std::printf("\nsummary: model %s, %zu epoch(s) this run, %s samples in %.1f s (%s samples/s), test accuracy %.2f%%\n",
+              o.model.c_str(), history.size(), cohort::detail::grouped(samples).c_str(), seconds,
+              cohort::detail::grouped(std::uint64_t(seconds > 0 ? double(samples) / seconds + 0.5 : 0)).c_str(),
+              e.accuracy);
+  if (!o.save.empty()) std::printf("  checkpoint: %s (continue with --resume %s)\n", o.save.c_str(), o.save.c_str());
+  if (!o.metrics.empty())
+    std::printf("  metrics:    %s (draw them: scripts/plot_metrics.py %s -o curves.png)\n", o.metrics.c_str(),
+                o.metrics.c_str());
+  if (!o.export_onnx.empty()) std::printf("  ONNX model: %s (eval mode)\n", o.export_onnx.c_str());
+  if (o.save.empty() && o.metrics.empty() && o.export_onnx.empty())
+    std::printf("  nothing saved: add --save FILE, --metrics FILE or --export-onnx FILE\n");
+}
 
 template <class Net, class Parallel, class Precision, class Opt>
 int train(const TrainMnistOptions& o, Opt opt) {
@@ -103,12 +126,17 @@ int train(const TrainMnistOptions& o, Opt opt) {
     trainer.save(o.save);
     if (root) std::printf("saved %s\n", o.save.c_str());
   }
-  const EvalReport e = trainer.evaluate(test_set);
+  const EvalReport e = trainer.evaluate(test_set); // (also brings every rank's BatchNorm statistics to rank 0's)
+  if (!o.export_onnx.empty() && root) {
+    export_onnx(trainer.parameters(), o.export_onnx);
+    std::printf("exported %s (ONNX, eval mode)\n", o.export_onnx.c_str());
+  }
   if (root) {
     if (trainer.engine().loss_scale() > 0)
       std::printf("loss scale %g, %llu step(s) skipped on inf/NaN gradients\n", trainer.engine().loss_scale(),
                   static_cast<unsigned long long>(trainer.engine().skipped_steps()));
     std::printf("Finished training in %.2f s\nTest accuracy: %.2f%% (%zu images)\n", total, e.accuracy, e.samples);
+    print_summary(o, history, e);
   }
   return 0;
 }

@@ -86,7 +86,7 @@ struct ThreadsEnvScope {
 };
 } // namespace
 
-TEST_CASE("Trainer: the CPU pool defaults to every available core; TrainerOptions::threads overrides") {
+TEST_CASE("Trainer: the CPU pool defaults to every available core, and TrainerOptions::threads overrides it") {
   ThreadsEnvScope scope;
   unsetenv("COHORT_NUM_THREADS");
   set_num_threads(1);
