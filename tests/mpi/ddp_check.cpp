@@ -27,6 +27,13 @@
 //       N). Every survivor must fail with cohort's message naming rank 1, the operation and the
 //       step (run_ddp.cmake checks the text and the time since the fault). --rank2-timeout S
 //       gives rank 2 a longer deadline: it must still stop with the first survivor that gives up.
+//   mpirun -np N ddp_check placement
+//       prints "placement: rank R of N host H local_rank L local_size S" for every rank, as the
+//       communicator sees it (tests/mpi/netns_cluster.py checks R = node * K + L on emulated nodes)
+//   mpirun -np N ddp_check linkcut --stamp FILE
+//       model C with a 3 s deadline, epoch after epoch for up to 120 s; rank 0 writes FILE after
+//       its third epoch, when the harness cuts a node's data link. Every rank must fail with
+//       cohort's message naming a rank it can no longer hear (netns_cluster.py checks it).
 //   mpirun -np 2 ddp_check accumulate   2 micro-batches per step == one batch twice the size
 //   mpirun -np N ddp_check overflow     MixedPrecision<fp16>: an inf gradient on the last rank
 //       only; every rank must skip the step together (weights and optimiser untouched, scale
@@ -249,6 +256,25 @@ int fault(const Args& a) {
   return 1;
 }
 
+int placement() {
+  const MpiCommunicator c(30.0);
+  std::printf("placement: rank %d of %d host %s local_rank %d local_size %d\n", c.rank(), c.size(), c.host().c_str(),
+              c.local_rank(), c.local_size());
+  return 0;
+}
+
+int linkcut(const Args& a) {
+  const Bands data(24 * std::size_t(world_size()), 3); // 3 steps of batch 8 per rank and epoch
+  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> t(sgd(), options(8, false, 3.0));
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t epoch = 0; std::chrono::steady_clock::now() - start < std::chrono::seconds(120); ++epoch) {
+    t.fit_epoch(data);
+    if (epoch == 2 && world_rank() == 0) std::ofstream(a.fault.stamp) << test::now_ms() << "\n";
+  }
+  std::fprintf(stderr, "ddp_check: rank %d: training went on for 120 s: the link was never cut\n", world_rank());
+  return 1;
+}
+
 /// 2 micro-batches of 8 per rank and step (no_sync for the first) == 1 process x batch 32.
 int accumulate() {
   const Bands data(128, 4);
@@ -330,6 +356,8 @@ int main(int argc, char** argv) {
     if (a.mode == "resnet") return resnet();
     if (a.mode == "fault") return fault(a);
     if (a.mode == "accumulate") return accumulate();
+    if (a.mode == "placement") return placement();
+    if (a.mode == "linkcut") return linkcut(a);
     if (a.mode == "overflow") return overflow();
     std::fprintf(stderr, "ddp_check: unknown mode \"%s\"\n", a.mode.c_str());
     return 2;
