@@ -83,6 +83,12 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-kib", o.bucket_kib, "gradient bucket size for --parallel ddp")
       ->check(CLI::Range(1, 1 << 22))
       ->capture_default_str();
+  app.add_option("--compress", o.compress,
+                 "--parallel ddp: send gradient buckets as bf16 or fp16, half the bytes (PyTorch's compression hooks)")
+      ->check(CLI::IsMember({"none", "bf16", "fp16"}))
+      ->capture_default_str();
+  app.add_flag("--error-feedback", o.error_feedback,
+               "with --compress: carry each rank's rounding error into its next gradient");
   app.add_option("--timeout", o.timeout, "seconds before a stalled collective fails (--parallel ddp)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -118,6 +124,12 @@ int main(int argc, char** argv) {
     cohort::detail::check_class_weight_count("CrossEntropyLoss", loss, 10);
     (void)cohort::LrSchedule::parse(o.lr_schedule); // a bad spec fails before the data is read
     (void)cohort::parse_augmentation(o.augment, 28);
+    if ((o.compress != "none" || o.error_feedback) && o.parallel != "ddp")
+      throw cohort::ValueError("--compress and --error-feedback compress what ranks send each other: they need "
+                               "--parallel ddp (found --parallel " +
+                               o.parallel + ")");
+    if (o.error_feedback && o.compress == "none")
+      throw cohort::ValueError("--error-feedback carries compression's rounding error: it needs --compress bf16|fp16");
     std::string model = o.model;
     for (char& c : model) c = char(std::tolower(static_cast<unsigned char>(c)));
 #define TRAIN_MNIST_DISPATCH(m, p)                                                                                     \

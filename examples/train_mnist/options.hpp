@@ -33,6 +33,8 @@ struct TrainMnistOptions {
   bool deterministic = false;
   std::size_t chunks = 4;
   std::size_t bucket_kib = 1024;
+  std::string compress = "none"; // none | bf16 | fp16: gradient buckets on the wire (--parallel ddp)
+  bool error_feedback = false;
   double timeout = 300;
   std::size_t accumulation = 1;
   std::string precision = "fp32"; // fp32 | fp16 | bf16

@@ -84,6 +84,8 @@ int train(const TrainMnistOptions& o, Opt opt) {
   to.parallel.deterministic_chunks = o.chunks;
   to.parallel.bucket_kib = o.bucket_kib;
   to.parallel.timeout_s = o.timeout;
+  to.parallel.compression = parse_compression(o.compress);
+  to.parallel.error_feedback = o.error_feedback;
   to.lr_schedule = LrSchedule::parse(o.lr_schedule);
   to.schedule_per_step = o.schedule_per_step;
   to.loss = {.label_smoothing = o.label_smoothing, .class_weights = parse_class_weights(o.class_weights)};
@@ -105,11 +107,14 @@ int train(const TrainMnistOptions& o, Opt opt) {
                   static_cast<unsigned long long>(trainer.epoch()), static_cast<unsigned long long>(trainer.step()));
   }
   if (root)
-    std::printf("model %s (%zu parameters), %s, batch %zu, %s x %zu, %zu thread(s) each (%s), %s%s\n", o.model.c_str(),
-                Net::parameter_count, std::string(cohort::optimizer_name(trainer.optimizer())).c_str(), to.batch_size,
-                std::string(Parallel::name).c_str(), trainer.engine().devices(), trainer.threads().threads,
-                o.threads ? "--threads" : trainer.threads().why.c_str(), std::string(Precision::name).c_str(),
-                o.deterministic ? ", deterministic" : "");
+    std::printf("model %s (%zu parameters), %s, batch %zu, %s x %zu, %zu thread(s) each (%s), %s%s%s\n",
+                o.model.c_str(), Net::parameter_count, std::string(cohort::optimizer_name(trainer.optimizer())).c_str(),
+                to.batch_size, std::string(Parallel::name).c_str(), trainer.engine().devices(),
+                trainer.threads().threads, o.threads ? "--threads" : trainer.threads().why.c_str(),
+                std::string(Precision::name).c_str(), o.deterministic ? ", deterministic" : "",
+                o.compress == "none" ? ""
+                : o.error_feedback   ? (", " + o.compress + " gradients with error feedback").c_str()
+                                     : (", " + o.compress + " gradients").c_str());
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<EpochReport> history;

@@ -27,6 +27,10 @@
 //       N). Every survivor must fail with cohort's message naming rank 1, the operation and the
 //       step (run_ddp.cmake checks the text and the time since the fault). --rank2-timeout S
 //       gives rank 2 a longer deadline: it must still stop with the first survivor that gives up.
+//   mpirun -np N ddp_check compressed --compress bf16|fp16 [--error-feedback] [--deterministic] --limit L [--out FILE]
+//       model C as in equivalence with 16-bit gradient buckets: identical on every rank, within L
+//       of one float process per tensor and not equal to it; --rank1-compress X: rank 1 alone
+//       uses X (every rank must refuse to start)
 //   mpirun -np N ddp_check placement
 //       prints "placement: rank R of N host H local_rank L local_size S" for every rank, as the
 //       communicator sees it (tests/mpi/netns_cluster.py checks R = node * K + L on emulated nodes)
@@ -87,6 +91,8 @@ void write(const std::string& path, const std::vector<float>& v) {
 
 std::size_t bucket_kib = 256;
 bool augment = false;
+GradientCompression compression = GradientCompression::none;
+bool error_feedback = false;
 
 TrainerOptions options(std::size_t batch, bool deterministic, double timeout = 60) {
   TrainerOptions o{.batch_size = batch, .seed = 11, .log = nullptr};
@@ -94,6 +100,8 @@ TrainerOptions options(std::size_t batch, bool deterministic, double timeout = 6
   o.parallel.deterministic_chunks = 4;
   o.parallel.bucket_kib = bucket_kib;
   o.parallel.timeout_s = timeout;
+  o.parallel.compression = compression;
+  o.parallel.error_feedback = error_feedback;
   if (augment) o.augment = Augmentation{RandomCrop(28, 3), RandomHorizontalFlip()};
   return o;
 }
@@ -256,6 +264,31 @@ int fault(const Args& a) {
   return 1;
 }
 
+/// Model C, 2 epochs, global batch 32, gradients sent as --compress (with --error-feedback or
+/// not) over N ranks: every rank holds the same weights; against one process in float they are
+/// within `limit` of each tensor's largest value and not equal (the rounding happened).
+int compressed(const Args& a, double limit) {
+  const Bands data(128, 1);
+  const std::size_t global = 32, per_rank = global / std::size_t(world_size());
+  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> ddp(sgd(), options(per_rank, a.deterministic));
+  ddp.fit(data, 2);
+  const auto w = values(ddp.parameters());
+  int failed = check_identical("ddp_check", w);
+  if (world_rank() != 0) return failed;
+  if (!a.out.empty()) write(a.out, w);
+  const GradientCompression used = compression;
+  compression = GradientCompression::none;
+  Trainer<models::ModelC, Sgd<>> one(sgd(), options(global, false));
+  one.fit(data, 2);
+  const auto [d, worst] = worst_tensor_difference<models::ModelC>(w, values(one.parameters()));
+  std::printf("%s%s%s, %d rank(s): worst tensor %s differs from one float process by %.3g of its largest value "
+              "(limit %.3g)\n",
+              std::string(compression_name(used)).c_str(), error_feedback ? " with error feedback" : "",
+              a.deterministic ? ", deterministic" : "", world_size(), worst.c_str(), d, limit);
+  failed |= !(d <= limit) || d == 0;
+  return failed;
+}
+
 int placement() {
   const MpiCommunicator c(30.0);
   std::printf("placement: rank %d of %d host %s local_rank %d local_size %d\n", c.rank(), c.size(), c.host().c_str(),
@@ -333,6 +366,7 @@ int overflow() {
 int main(int argc, char** argv) {
   MpiSession mpi(argc, argv);
   Args a;
+  double limit = 0;
   if (argc > 1) a.mode = argv[1];
   for (int i = 2; i < argc; ++i) {
     const std::string s = argv[i];
@@ -342,6 +376,10 @@ int main(int argc, char** argv) {
     if (s == "--resume" && i + 1 < argc) a.resume = argv[++i];
     if (s == "--bucket-kib" && i + 1 < argc) bucket_kib = std::stoul(argv[++i]);
     if (s == "--augment") augment = true;
+    if (s == "--compress" && i + 1 < argc) compression = parse_compression(argv[++i]);
+    if (s == "--error-feedback") error_feedback = true;
+    if (s == "--rank1-compress" && i + 1 < argc && world_rank() == 1) compression = parse_compression(argv[++i]);
+    if (s == "--limit" && i + 1 < argc) limit = std::stod(argv[++i]);
     if (s == "--signal" && i + 1 < argc) a.fault.signal = argv[++i];
     if (s == "--at" && i + 1 < argc) a.fault.at = argv[++i];
     if (s == "--at-step" && i + 1 < argc) a.fault.step = std::stoll(argv[++i]);
@@ -358,6 +396,7 @@ int main(int argc, char** argv) {
     if (a.mode == "accumulate") return accumulate();
     if (a.mode == "placement") return placement();
     if (a.mode == "linkcut") return linkcut(a);
+    if (a.mode == "compressed") return compressed(a, limit);
     if (a.mode == "overflow") return overflow();
     std::fprintf(stderr, "ddp_check: unknown mode \"%s\"\n", a.mode.c_str());
     return 2;

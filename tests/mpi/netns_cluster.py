@@ -17,6 +17,9 @@ Cases:
   linkcut      the last node's data link goes down mid-training: every rank (both sides of the cut)
                must fail with cohort's own message naming a rank it no longer hears, within the
                3 s deadline plus slack, and mpirun must end
+  steptime     a measurement, not a test: train_mnist (--train-mnist) over the nodes with float,
+               bf16 and fp16 gradient buckets, --reps times each alternating, at each --rates
+               link rate; prints samples/s and the median step time (bench/RESULTS.md)
 
 Needs root (ip netns) and iproute2; exits 77 (skipped) without them. Everything it creates is
 named cohort-*, removed at the end, and removed first if an earlier run was killed.
@@ -238,6 +241,36 @@ def case_linkcut(agent, hostfile):
     print(f"linkcut: all {world} ranks failed with cohort's message within the deadline")
 
 
+def case_steptime(agent, hostfile):
+    rows = []
+    for rate in args.rates.split(","):
+        for i in range(args.nodes):
+            ns = f"{PREFIX}n{i}"
+            sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "data0", "root", check=False)
+            sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "data0", "root", "tbf", "rate", rate, "burst",
+               "256kb", "latency", "50ms")
+        results = {c: [] for c in ("none", "bf16", "fp16")}
+        for _ in range(args.reps):
+            for c in results:
+                rc, out = mpirun(agent, hostfile, ["--model", args.model, "--parallel", "ddp", "--epochs", "1",
+                                                   "--max-steps", str(args.steps), "--threads", "1", "--compress", c,
+                                                   "--log-interval", "0"], 600)
+                if rc != 0:
+                    fail(f"train_mnist --compress {c} failed at {rate}")
+                m = re.search(r"epoch 0 \(partial\): ([0-9.]+) s, ([0-9.]+) samples/s", out)
+                results[c].append(float(m[2]))
+        for c, v in results.items():
+            v.sort()
+            med = v[len(v) // 2]
+            global_batch = 128 * args.nodes * args.per_node if args.model != "B" else 100 * args.nodes * args.per_node
+            rows.append((rate, c, med, 1000 * global_batch / med, v))
+    print(f"\n{args.nodes} nodes x {args.per_node} rank(s), model {args.model}, {args.steps} steps, 1 thread per rank")
+    print("| link | gradients | samples/s (median) | step ms | runs |")
+    print("|---|---|---|---|---|")
+    for rate, c, med, ms, v in rows:
+        print(f"| {rate} | {c} | {med:.0f} | {ms:.1f} | {', '.join(f'{x:.0f}' for x in v)} |")
+
+
 def main():
     if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
         print("COHORT_SKIP: needs root, ip (iproute2) and unshare to create network namespaces")
@@ -252,8 +285,9 @@ def main():
     try:
         setup(args.nodes, args.rate)
         agent, hostfile = write_launcher(args.work, args.nodes)
-        {"placement": case_placement, "equivalence": case_equivalence, "linkcut": case_linkcut}[args.case](agent,
-                                                                                                        hostfile)
+        cases = {"placement": case_placement, "equivalence": case_equivalence, "linkcut": case_linkcut,
+                 "steptime": case_steptime}
+        cases[args.case](agent, hostfile)
     finally:
         cleanup()
     return 0
@@ -264,9 +298,13 @@ if __name__ == "__main__":
     p.add_argument("--mpiexec", default="mpirun")
     p.add_argument("--exe", required=True)
     p.add_argument("--work", required=True)
-    p.add_argument("--case", required=True, choices=["placement", "equivalence", "linkcut"])
+    p.add_argument("--case", required=True, choices=["placement", "equivalence", "linkcut", "steptime"])
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--per-node", type=int, default=2)
     p.add_argument("--rate", default="1gbit", help="tc tbf rate of each node's data link ('' for none)")
+    p.add_argument("--rates", default="1gbit,100mbit", help="steptime: the link rates to measure at")
+    p.add_argument("--model", default="A", help="steptime: train_mnist's --model")
+    p.add_argument("--steps", type=int, default=60, help="steptime: steps per run")
+    p.add_argument("--reps", type=int, default=3, help="steptime: runs per configuration")
     args = p.parse_args()
     sys.exit(main())

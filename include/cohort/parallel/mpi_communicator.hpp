@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "cohort/core/error.hpp"
+#include "cohort/parallel/gradient_compression.hpp"
 #include "cohort/parallel/mpi_liveness.hpp"
 
 namespace cohort {
@@ -78,6 +79,26 @@ inline std::string mpi_error_text(int code) {
   if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
   return std::string(buf, std::size_t(len));
 }
+/// The MPI reduction summing 16-bit gradients of format `c` (MPI has no bf16/fp16 sum): each
+/// partial sum is widened, added in float and rounded back. Created on first use (after
+/// MPI_Init) and kept until exit; commutative, so MPI may combine in any order, and the
+/// reduce-scatter gives each element's sum to one rank, so all ranks still receive the same bits.
+template <GradientCompression C>
+void add_packed_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  add_packed(C, static_cast<const std::uint16_t*>(in), static_cast<std::uint16_t*>(inout), std::size_t(*len));
+}
+inline MPI_Op compressed_sum_op(GradientCompression c) {
+  static MPI_Op bf16 = MPI_OP_NULL, fp16 = MPI_OP_NULL;
+  MPI_Op& op = c == GradientCompression::fp16 ? fp16 : bf16;
+  if (op == MPI_OP_NULL) {
+    const int rc = c == GradientCompression::fp16 ? MPI_Op_create(&add_packed_op<GradientCompression::fp16>, 1, &op)
+                                                  : MPI_Op_create(&add_packed_op<GradientCompression::bf16>, 1, &op);
+    if (rc != MPI_SUCCESS)
+      throw DistributedError(concat("MPI_Op_create failed for the ", compression_name(c), " gradient sum"));
+  }
+  return op;
+}
+
 } // namespace detail
 
 /// Initialises MPI unless it already is (funnelled threads). Called by MpiCommunicator; call it

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <string_view>
 
+#include "cohort/parallel/gradient_compression.hpp"
+
 namespace cohort {
 
 /// A parallel policy: how many replicas compute a step, on which backend, and how they agree.
@@ -54,6 +56,13 @@ struct DataParallelOptions {
   /// statistics.
   bool deterministic = false;
   std::size_t deterministic_chunks = 4;
+  /// ProcessGroupDDP on the CPU: gradient buckets travel and are summed as bf16 or fp16, half
+  /// the bytes of float (parallel/gradient_compression.hpp); none: float, as by default in
+  /// PyTorch. Every rank must use the same.
+  GradientCompression compression = GradientCompression::none;
+  /// With compression: each rank adds what rounding dropped to its next gradient (error
+  /// feedback), so the error is delayed rather than lost.
+  bool error_feedback = false;
   /// Cuda: float GEMMs may round their inputs to TF32 on tensor cores (10-bit mantissas; torch's
   /// `torch.backends.cuda.matmul.allow_tf32`). Off, as in PyTorch: results then match the
   /// CPU's within float rounding.

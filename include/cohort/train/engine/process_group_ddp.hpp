@@ -26,6 +26,9 @@
 ///
 /// Running statistics (BatchNorm) are updated by rank 0 only and sent to the others before
 /// evaluation and checkpoints (DDP's broadcast_buffers).
+///
+/// Compression (DataParallelOptions::compression): the same operations on 16-bit values, summed
+/// by an MPI reduction of their own that rounds every partial sum (parallel/gradient_compression.hpp).
 
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +41,7 @@
 #include <vector>
 
 #include "cohort/parallel/gradient_buckets.hpp"
+#include "cohort/parallel/gradient_compression.hpp"
 #include "cohort/parallel/mpi_communicator.hpp"
 #include "cohort/parallel/process_group_ddp.hpp"
 #include "cohort/parallel/signature.hpp"
@@ -171,10 +175,15 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
       slots_.resize(o_.deterministic_chunks / world_);
       for (auto& g : slots_) g = std::make_unique<grads_type>();
     }
+    if (compressed() && o_.error_feedback)
+      residual_.assign((o_.deterministic ? slots_.size() : 1) * Net::parameter_store_size, 0.f);
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       BucketState& s = state_[b];
       const std::size_t len = buckets_[b].size();
-      if (o_.deterministic) {
+      if (o_.deterministic && compressed()) {
+        s.send16.resize(slots_.size() * len);
+        s.recv16.resize(o_.deterministic_chunks * len);
+      } else if (o_.deterministic) {
         s.send.resize(slots_.size() * len);
         s.recv.resize(o_.deterministic_chunks * len);
       } else {
@@ -185,7 +194,12 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
           s.displs[p] = int(at);
           at += std::size_t(s.counts[p]);
         }
-        s.segment.resize(std::size_t(s.counts[rank_]) + 1);
+        if (compressed()) {
+          s.send16.resize(len);
+          s.segment16.resize(std::size_t(s.counts[rank_]) + 1);
+        } else {
+          s.segment.resize(std::size_t(s.counts[rank_]) + 1);
+        }
       }
     }
   }
@@ -243,7 +257,17 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     std::vector<int> counts, displs;
     std::vector<float> segment;    // this rank's reduced part (reduce-scatter)
     std::vector<float> send, recv; // deterministic: this rank's chunks, everyone's chunks
+    // Compressed: the bucket (then the gathered sums) and this rank's reduced part; in
+    // deterministic mode this rank's chunks and everyone's.
+    std::vector<std::uint16_t> send16, segment16, recv16;
   };
+
+  bool compressed() const noexcept { return o_.compression != GradientCompression::none; }
+  /// The MPI reduction that sums 16-bit values as o_.compression rounds them.
+  MPI_Op sum16() const { return compressed_sum_op(o_.compression); }
+  float* residual(std::size_t slot, std::size_t begin) {
+    return residual_.empty() ? nullptr : residual_.data() + slot * Net::parameter_store_size + begin;
+  }
 
   /// Every rank's network, policies and settings must be the same.
   void agree(const std::vector<std::string>& extra) {
@@ -253,6 +277,8 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     lines.push_back(concat("optimizer: ", optimizer_name(opt_)));
     lines.push_back(concat("deterministic: ", o_.deterministic ? "on" : "off", ", chunks ", o_.deterministic_chunks));
     lines.push_back(concat("bucket_kib: ", o_.bucket_kib));
+    lines.push_back(
+        concat("compression: ", compression_name(o_.compression), o_.error_feedback ? ", error feedback" : ""));
     lines.insert(lines.end(), extra.begin(), extra.end());
     agree_across_ranks(comm_, lines);
   }
@@ -333,7 +359,16 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     BucketState& s = state_[b];
     const GradientBucket& k = buckets_[b];
     const std::size_t len = k.size();
-    if (o_.deterministic) {
+    if (o_.deterministic && compressed()) {
+      for (std::size_t slot = 0; slot < slots_.size(); ++slot)
+        pack_gradients(o_.compression, slots_[slot]->values.data() + k.begin, s.send16.data() + slot * len, len,
+                       residual(slot, k.begin));
+      comm_.check(MPI_Iallgather(s.send16.data(), int(s.send16.size()), MPI_UINT16_T, s.recv16.data(),
+                                 int(s.send16.size()), MPI_UINT16_T, gather_comm_, &s.req),
+                  "MPI_Iallgather", bucket_name(b));
+      s.stage = 3;
+      comm_.started(bucket_name(b));
+    } else if (o_.deterministic) {
       for (std::size_t slot = 0; slot < slots_.size(); ++slot)
         std::copy(slots_[slot]->values.data() + k.begin, slots_[slot]->values.data() + k.end,
                   s.send.data() + slot * len);
@@ -341,6 +376,13 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
                                  MPI_FLOAT, gather_comm_, &s.req),
                   "MPI_Iallgather", bucket_name(b));
       s.stage = 3;
+      comm_.started(bucket_name(b));
+    } else if (compressed()) {
+      pack_gradients(o_.compression, grads_.values.data() + k.begin, s.send16.data(), len, residual(0, k.begin));
+      comm_.check(MPI_Ireduce_scatter(s.send16.data(), s.segment16.data(), s.counts.data(), MPI_UINT16_T, sum16(),
+                                      scatter_comm_, &s.req),
+                  "MPI_Ireduce_scatter", bucket_name(b));
+      s.stage = 1;
       comm_.started(bucket_name(b));
     } else {
       comm_.check(MPI_Ireduce_scatter(grads_.values.data() + k.begin, s.segment.data(), s.counts.data(), MPI_FLOAT,
@@ -363,9 +405,14 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     while (next_gather_ < state_.size() && state_[next_gather_].stage == 2) {
       BucketState& s = state_[next_gather_];
       const GradientBucket& k = buckets_[next_gather_];
-      comm_.check(MPI_Iallgatherv(s.segment.data(), s.counts[rank_], MPI_FLOAT, grads_.values.data() + k.begin,
-                                  s.counts.data(), s.displs.data(), MPI_FLOAT, gather_comm_, &s.req),
-                  "MPI_Iallgatherv", bucket_name(next_gather_));
+      if (compressed()) // the sums, still 16-bit, into the bucket's send buffer (its send is done)
+        comm_.check(MPI_Iallgatherv(s.segment16.data(), s.counts[rank_], MPI_UINT16_T, s.send16.data(), s.counts.data(),
+                                    s.displs.data(), MPI_UINT16_T, gather_comm_, &s.req),
+                    "MPI_Iallgatherv", bucket_name(next_gather_));
+      else
+        comm_.check(MPI_Iallgatherv(s.segment.data(), s.counts[rank_], MPI_FLOAT, grads_.values.data() + k.begin,
+                                    s.counts.data(), s.displs.data(), MPI_FLOAT, gather_comm_, &s.req),
+                    "MPI_Iallgatherv", bucket_name(next_gather_));
       s.stage = 3;
       comm_.started(bucket_name(next_gather_));
       ++next_gather_;
@@ -381,18 +428,30 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
         progress();
         return state_[b].stage == 4;
       });
-    if (!o_.deterministic) return;
+    if (!o_.deterministic) {
+      if (compressed()) // the gathered 16-bit sums, widened for the optimiser
+        for (std::size_t b = 0; b < buckets_.size(); ++b)
+          unpack_gradients(o_.compression, state_[b].send16.data(), grads_.values.data() + buckets_[b].begin,
+                           buckets_[b].size());
+      return;
+    }
     // Every chunk's gradient, summed in chunk order (the same order ThreadedReplicas uses).
     const std::size_t chunks = o_.deterministic_chunks, per_rank = slots_.size();
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       const GradientBucket& k = buckets_[b];
       const std::size_t len = k.size();
       const float* recv = state_[b].recv.data();
+      const std::uint16_t* recv16 = state_[b].recv16.data();
+      const GradientCompression c = o_.compression;
       float* out = grads_.values.data() + k.begin;
+      const auto chunk_at = [&](std::size_t j, std::size_t i) {
+        const std::size_t at = ((j % world_) * per_rank + j / world_) * len + i; // chunk 0: rank 0, slot 0
+        return c == GradientCompression::none ? recv[at] : from_wire(c, recv16[at]);
+      };
       ThreadPool::global().parallel_for(len, 16 * 1024, [&](std::size_t lo, std::size_t hi) {
         for (std::size_t i = lo; i < hi; ++i) {
-          float sum = recv[i]; // chunk 0: rank 0, slot 0
-          for (std::size_t j = 1; j < chunks; ++j) sum += recv[((j % world_) * per_rank + j / world_) * len + i];
+          float sum = chunk_at(0, i);
+          for (std::size_t j = 1; j < chunks; ++j) sum += chunk_at(j, i);
           out[i] = sum;
         }
       });
@@ -416,7 +475,8 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   std::vector<GradientBucket> buckets_;
   std::vector<std::size_t> bucket_of_layer_;
   std::vector<BucketState> state_;
-  std::vector<std::unique_ptr<grads_type>> slots_;                      // deterministic: this rank's chunks
+  std::vector<std::unique_ptr<grads_type>> slots_; // deterministic: this rank's chunks
+  std::vector<float> residual_; // error feedback: what rounding dropped, per slot (one outside deterministic mode)
   MPI_Comm scatter_comm_ = MPI_COMM_NULL, gather_comm_ = MPI_COMM_NULL; // see start()
   std::size_t next_gather_ = 0;                                         // the next bucket whose all-gather may start
 };

@@ -158,6 +158,10 @@ requires(!host_memory_backend<Backend> &&
     agree_across_ranks(comm_, lines);
     set_up_device(o);
     if (o.parallel.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
+    if (o.parallel.compression != GradientCompression::none)
+      throw ValueError(concat("ProcessGroupDDP on a device: gradient compression (",
+                              compression_name(o.parallel.compression),
+                              ") is implemented for the CPU engine only; NCCL sums float buckets here"));
     reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(comm_, dev_->ctx(),
                                                                      plan_buckets<Net>(o.parallel.bucket_kib * 1024));
     bucket_of_layer_ = bucket_of_layer<Net>(reduce_->buckets());
