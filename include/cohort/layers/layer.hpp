@@ -65,10 +65,11 @@ template <std::size_t N>
 constexpr std::array<std::size_t, N + 1> packed_offsets(const std::array<TensorSpec, N>& specs) noexcept {
   std::array<std::size_t, N + 1> off{};
   std::size_t o = 0;
-  for (std::size_t i = 0; i < N; ++i) {
-    off[i] = o;
-    o = round_up(o + specs[i].size(), tensor_alignment);
-  }
+  if constexpr (N > 0) // (nvcc warns that i < 0 is pointless when N is 0)
+    for (std::size_t i = 0; i < N; ++i) {
+      off[i] = o;
+      o = round_up(o + specs[i].size(), tensor_alignment);
+    }
   off[N] = o;
   return off;
 }
