@@ -37,6 +37,10 @@ TEST_CASE("progress: the bar line shows epoch, fraction, steps, samples/s, loss 
   const std::size_t open = line.find('['), close = line.find(']');
   const std::string cells = line.substr(open + 1, close - open - 1);
   CHECK(cells.find('>') == std::size_t(0.48 * double(cells.size())));
+  // Resumed at step 200: the 25 steps of this run took the 10 s, so 244 more take 97.6 s.
+  detail::ProgressState resumed = p;
+  resumed.started = 200;
+  CHECK(detail::progress_line(resumed, 100).find("ETA 1:38") != std::string::npos);
   // Too narrow for a bar: the text alone, cut to the width.
   CHECK(detail::progress_line(p, 40).size() == 40);
   CHECK(detail::progress_line(p, 40).find('[') == std::string::npos);

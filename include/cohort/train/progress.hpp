@@ -66,6 +66,7 @@ struct ProgressState {
   std::uint64_t epoch = 0;  // 0-based, shown 1-based
   std::uint64_t epochs = 0; // in all (0: not known)
   std::size_t done = 0, total = 0;
+  std::size_t started = 0; // steps already done when this run began (a resume mid-epoch)
   double samples_per_s = 0, loss = 0, elapsed_s = 0;
 };
 
@@ -74,7 +75,9 @@ inline std::string progress_line(const ProgressState& p, std::size_t width) {
   std::string head = "epoch " + std::to_string(p.epoch + 1);
   if (p.epochs) head += "/" + std::to_string(p.epochs);
   const double fraction = p.total ? double(p.done) / double(p.total) : 0;
-  const double eta = p.done ? p.elapsed_s * double(p.total - std::min(p.done, p.total)) / double(p.done) : -1;
+  // The rate of this run's steps alone: after a resume, elapsed_s covers only those.
+  const std::size_t ran = p.done > p.started ? p.done - p.started : 0;
+  const double eta = ran ? p.elapsed_s * double(p.total - std::min(p.done, p.total)) / double(ran) : -1;
   char tail[160];
   std::snprintf(tail, sizeof tail, " %3.0f%%  %zu/%zu  %s samples/s  loss %.4f  ETA %s", 100 * fraction, p.done,
                 p.total, grouped(static_cast<std::uint64_t>(p.samples_per_s + 0.5)).c_str(), p.loss,

@@ -287,6 +287,7 @@ class Trainer {
     const PrefetchScope prefetch_scope{*this}; // no batch is gathered past this epoch's end
     std::optional<detail::ProgressBar> bar;
     if (log_here() && progress_style() == ProgressStyle::bar) bar.emplace(*opt_.log);
+    const std::size_t first_batch = state_.batch_in_epoch; // > 0 after a resume mid-epoch
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t b = state_.batch_in_epoch; b < batches;) {
       if (reached_max_steps()) {
@@ -318,6 +319,7 @@ class Trainer {
                      .epochs = epochs_,
                      .done = b,
                      .total = batches,
+                     .started = first_batch,
                      .samples_per_s = elapsed > 0 ? double(r.samples) / elapsed : 0,
                      .loss = loss_sum / double(r.steps),
                      .elapsed_s = elapsed});
