@@ -100,7 +100,9 @@ case "$host" in
 {cases}
   *) echo "enter_node.sh: no emulated node $host" >&2; exit 1 ;;
 esac
-exec ip netns exec {PREFIX}$node unshare --uts sh -c "hostname $node && exec $*"
+# The command is one shell line, as ssh hands it to the remote shell: mpirun started by its full
+# path prefixes "PATH=...; export PATH; ..." to it, so it is evaluated, not exec'ed.
+exec ip netns exec {PREFIX}$node unshare --uts sh -c "hostname $node && $*"
 """)
     os.chmod(agent, 0o755)
     hostfile = os.path.join(work, "hostfile")
