@@ -12,21 +12,14 @@
 #include <cohort/data/dataset.hpp>
 
 #include "support/skip.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace cohort;
 namespace fs = std::filesystem;
 using Bytes = std::vector<std::uint8_t>;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("cohort_test_dataset_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
+using test::TempDir;
 void put_be32(Bytes& b, std::uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) b.push_back(std::uint8_t(v >> s));
 }
@@ -52,7 +45,7 @@ using Small = Shape<1, 4, 3>; // H != W, so a transposed check would show
 } // namespace
 
 TEST_CASE("Dataset: loads IDX images and labels normalised like ToTensor then Normalize") {
-  TempDir dir;
+  TempDir dir("cohort_test_dataset_");
   Bytes pixels = pattern(5 * 4 * 3);
   pixels[0] = 0;
   pixels[1] = 51;
@@ -104,7 +97,7 @@ TEST_CASE("Dataset: Normalization::of matches a hand computation") {
 }
 
 TEST_CASE("Dataset: image and label counts that differ name both files and both counts") {
-  TempDir dir;
+  TempDir dir("cohort_test_dataset_");
   const auto images = write_idx(dir.path / "imgs", idx_images_magic, {4, 4, 3}, pattern(48));
   const auto labels = write_idx(dir.path / "lbls", idx_labels_magic, {3}, {0, 1, 0});
   CHECK_THROWS_WITH_AS(
@@ -114,7 +107,7 @@ TEST_CASE("Dataset: image and label counts that differ name both files and both 
 }
 
 TEST_CASE("Dataset: a label outside the classes is a FormatError naming file, sample and label") {
-  TempDir dir;
+  TempDir dir("cohort_test_dataset_");
   const auto images = write_idx(dir.path / "imgs", idx_images_magic, {3, 4, 3}, pattern(36));
   const auto labels = write_idx(dir.path / "lbls", idx_labels_magic, {3}, {0, 9, 10});
   CHECK_NOTHROW(
@@ -127,7 +120,7 @@ TEST_CASE("Dataset: a label outside the classes is a FormatError naming file, sa
 }
 
 TEST_CASE("Dataset: 32x32 images for a 28x28 network are a ShapeError naming both shapes") {
-  TempDir dir;
+  TempDir dir("cohort_test_dataset_");
   const auto images = write_idx(dir.path / "train-images-idx3-ubyte", idx_images_magic, {2, 32, 32}, Bytes(2048));
   const auto labels = write_idx(dir.path / "train-labels-idx1-ubyte", idx_labels_magic, {2}, {0, 1});
   using Mnist = ImageDataset<Shape<1, 28, 28>>; // (the macros cannot take the commas)
@@ -181,7 +174,7 @@ TEST_CASE("Dataset: the in-memory constructor checks sizes and labels") {
 }
 
 TEST_CASE("Dataset: find_idx_files prefers raw files, falls back to gz, and lists what it looked for") {
-  TempDir dir;
+  TempDir dir("cohort_test_dataset_");
   CHECK_THROWS_WITH_AS(find_idx_files(dir.path, Split::train),
                        doctest::Contains("no train images file: looked for train-images-idx3-ubyte and "
                                          "train-images-idx3-ubyte.gz"),

@@ -11,20 +11,14 @@
 
 #include <cohort/data/idx.hpp>
 
+#include "support/temp_dir.hpp"
+
 using namespace cohort;
 namespace fs = std::filesystem;
 using Bytes = std::vector<std::uint8_t>;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("cohort_test_idx_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
+using test::TempDir;
 void put_be32(Bytes& b, std::uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) b.push_back(std::uint8_t(v >> s));
 }
@@ -97,7 +91,7 @@ bool reads_or_rejects_cleanly(Bytes bytes, std::uint32_t magic) {
 } // namespace
 
 TEST_CASE("IDX: reads raw and gzip-compressed images and labels") {
-  TempDir dir;
+  TempDir dir("cohort_test_idx_");
   const Bytes labels_data{3, 1, 4};
   const Bytes labels_file = idx_bytes(idx_labels_magic, {3}, labels_data);
   write(dir.path / "images", images_file);
@@ -214,7 +208,7 @@ TEST_CASE("IDX: decompression stops once the output outgrows the header's promis
 }
 
 TEST_CASE("IDX: missing files and directories are IoErrors") {
-  TempDir dir;
+  TempDir dir("cohort_test_idx_");
   CHECK_THROWS_WITH_AS(read_idx(dir.path / "missing.gz", idx_images_magic),
                        doctest::Contains("missing.gz: cannot open for reading"), IoError);
   CHECK_THROWS_AS(read_idx(dir.path, idx_images_magic), IoError);

@@ -24,18 +24,13 @@
 #include <cohort/optim/adam.hpp>
 #include <cohort/train/checkpoint.hpp>
 
+#include "support/temp_dir.hpp"
+
 using namespace cohort;
 namespace fs = std::filesystem;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / ("cohort_test_atomic_" + std::to_string(std::random_device{}()))) {
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
+using test::TempDir;
 std::vector<char> file_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -95,7 +90,7 @@ using TinyNet = Sequential<Input<1, 6, 6>, Conv2d<1, 4, 3>, ReLU, Flatten, Linea
 } // namespace
 
 TEST_CASE("atomic write: a write that fails after the temporary file exists leaves the old file and no temporary") {
-  TempDir dir;
+  TempDir dir("cohort_test_atomic_");
   const fs::path p = dir.path / "ckpt.safetensors";
   const std::vector<float> small{1.f, 2.f}, large(64 * 1024, 3.f);
   SafetensorsWriter old_w;
@@ -119,7 +114,7 @@ TEST_CASE("atomic write: a write that fails after the temporary file exists leav
 }
 
 TEST_CASE("atomic write: save_checkpoint onto an existing checkpoint fails cleanly under a file-size limit") {
-  TempDir dir;
+  TempDir dir("cohort_test_atomic_");
   const fs::path p = dir.path / "run.safetensors";
   Parameters<TinyNet, float, Cpu> params;
   params.initialize(1);

@@ -17,20 +17,14 @@
 #include <cohort/io/onnx.hpp>
 #include <cohort/models/seed_models.hpp>
 
+#include "support/temp_dir.hpp"
+
 using namespace cohort;
 namespace fs = std::filesystem;
 using F = detail::onnx_field;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("cohort_test_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
+using test::TempDir;
 std::string bytes_of(std::initializer_list<unsigned> b) {
   std::string s;
   for (unsigned c : b) s += char(c);

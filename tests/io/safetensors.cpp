@@ -17,21 +17,14 @@
 
 #include "support/fixtures.hpp"
 #include "support/safetensors_bytes.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace cohort;
 using namespace cohort::test;
 namespace fs = std::filesystem;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("cohort_test_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
+using test::TempDir;
 void check_rejected(const std::string& header, std::size_t data_bytes, const std::string& fragment) {
   try {
     SafetensorsFile::parse("bad.safetensors", with_header(header, data_bytes));

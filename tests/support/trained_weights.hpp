@@ -18,20 +18,9 @@
 #include <cohort/cohort.hpp>
 
 #include "support/bands.hpp"
+#include "support/temp_dir.hpp"
 
 namespace cohort::test {
-
-/// A fresh directory under the system's temporary one, removed with everything in it.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& prefix)
-      : path(std::filesystem::temp_directory_path() / (prefix + std::to_string(std::random_device{}()))) {
-    std::filesystem::create_directories(path);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 /// The seed of the runs that train from scratch, and the one a resumed run is built with: the
 /// checkpoint must replace it.
