@@ -58,6 +58,7 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mpi/ddp_support.hpp"
@@ -108,15 +109,37 @@ TrainerOptions options(std::size_t batch, bool deterministic, double timeout = 6
 
 Sgd<> sgd() { return Sgd({.lr = 0.05, .momentum = 0.9}); }
 
+/// Model C, 2 epochs of `data` at global batch `global` over the ranks with the current
+/// options: the weights, after checking that every rank holds the same (`failed` otherwise);
+/// rank 0 writes them to a.out.
+std::vector<float> trained_over_ranks(const Args& a, const Bands& data, std::size_t global, int& failed) {
+  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> ddp(
+      sgd(), options(global / std::size_t(world_size()), a.deterministic));
+  ddp.fit(data, 2);
+  const auto w = values(ddp.parameters());
+  failed |= check_identical("ddp_check", w);
+  if (world_rank() == 0 && !a.out.empty()) write(a.out, w);
+  return w;
+}
+
+/// The worst per-tensor difference (relative to the tensor's largest value) between `w` and one
+/// process trained on the same data at batch `global` with float gradients.
+std::pair<double, std::string> difference_from_one_process(const std::vector<float>& w, const Bands& data,
+                                                           std::size_t global) {
+  const GradientCompression saved = compression;
+  compression = GradientCompression::none;
+  Trainer<models::ModelC, Sgd<>> one(sgd(), options(global, false));
+  compression = saved;
+  one.fit(data, 2);
+  return worst_tensor_difference<models::ModelC>(w, values(one.parameters()));
+}
+
 int equivalence(const Args& a) {
   const Bands data(128, 1);
   const std::size_t global = 32, per_rank = global / std::size_t(world_size());
-  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> ddp(sgd(), options(per_rank, a.deterministic));
-  ddp.fit(data, 2);
-  const auto w = values(ddp.parameters());
-  int failed = check_identical("ddp_check", w);
+  int failed = 0;
+  const auto w = trained_over_ranks(a, data, global, failed);
   if (world_rank() != 0) return failed;
-  if (!a.out.empty()) write(a.out, w);
   if (a.deterministic) {
     Trainer<models::ModelC, Sgd<>, ThreadedReplicas<4>> threads(sgd(), options(global, true));
     threads.fit(data, 2);
@@ -125,9 +148,7 @@ int equivalence(const Args& a) {
                 same ? "bitwise equal to" : "DIFFERENT from");
     failed |= !same;
   } else {
-    Trainer<models::ModelC, Sgd<>> one(sgd(), options(global, false));
-    one.fit(data, 2);
-    const auto [d, worst] = worst_tensor_difference<models::ModelC>(w, values(one.parameters()));
+    const auto [d, worst] = difference_from_one_process(w, data, global);
     std::printf("%d rank(s) x batch %zu vs 1 process x batch %zu: worst tensor %s differs by %.3g of its largest value "
                 "(limit 1e-6)\n",
                 world_size(), per_rank, global, worst.c_str(), d);
@@ -269,21 +290,14 @@ int fault(const Args& a) {
 /// within `limit` of each tensor's largest value and not equal (the rounding happened).
 int compressed(const Args& a, double limit) {
   const Bands data(128, 1);
-  const std::size_t global = 32, per_rank = global / std::size_t(world_size());
-  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> ddp(sgd(), options(per_rank, a.deterministic));
-  ddp.fit(data, 2);
-  const auto w = values(ddp.parameters());
-  int failed = check_identical("ddp_check", w);
+  const std::size_t global = 32;
+  int failed = 0;
+  const auto w = trained_over_ranks(a, data, global, failed);
   if (world_rank() != 0) return failed;
-  if (!a.out.empty()) write(a.out, w);
-  const GradientCompression used = compression;
-  compression = GradientCompression::none;
-  Trainer<models::ModelC, Sgd<>> one(sgd(), options(global, false));
-  one.fit(data, 2);
-  const auto [d, worst] = worst_tensor_difference<models::ModelC>(w, values(one.parameters()));
+  const auto [d, worst] = difference_from_one_process(w, data, global);
   std::printf("%s%s%s, %d rank(s): worst tensor %s differs from one float process by %.3g of its largest value "
               "(limit %.3g)\n",
-              std::string(compression_name(used)).c_str(), error_feedback ? " with error feedback" : "",
+              std::string(compression_name(compression)).c_str(), error_feedback ? " with error feedback" : "",
               a.deterministic ? ", deterministic" : "", world_size(), worst.c_str(), d, limit);
   failed |= !(d <= limit) || d == 0;
   return failed;
