@@ -66,6 +66,13 @@ def node_ip(net, i):
     return f"{net}.{10 + i}"
 
 
+def shape_data_link(ns, rate):
+    """Limits node `ns`'s data link to `rate` (tc's token bucket, replacing any earlier one)."""
+    sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "data0", "root", check=False)
+    sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "data0", "root", "tbf", "rate", rate, "burst", "256kb",
+       "latency", "50ms")
+
+
 def setup(nodes, rate):
     cleanup()
     for bridge, net in (("cohort-mgmt", MGMT), ("cohort-data", DATA)):
@@ -83,8 +90,7 @@ def setup(nodes, rate):
             sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{node_ip(net, i)}/24", "dev", dev)
             sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
         if rate:
-            sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "data0", "root", "tbf", "rate", rate, "burst",
-               "256kb", "latency", "50ms")
+            shape_data_link(ns, rate)
 
 
 def write_launcher(work, nodes):
@@ -111,14 +117,19 @@ exec ip netns exec {PREFIX}$node unshare --uts sh -c "hostname $node && $*"
     return agent, hostfile
 
 
-def mpirun(agent, hostfile, program_args, timeout, extra=()):
-    cmd = [args.mpiexec, "--allow-run-as-root", "--hostfile", hostfile, "--map-by", f"ppr:{args.per_node}:node",
+def mpirun_command(agent, hostfile, program_args, extra=()):
+    """mpirun over the emulated nodes, as a cluster's hostfile launch does."""
+    return [args.mpiexec, "--allow-run-as-root", "--hostfile", hostfile, "--map-by", f"ppr:{args.per_node}:node",
            "-np", str(args.nodes * args.per_node), "--mca", "plm_rsh_agent", agent,
            "--mca", "plm_rsh_no_tree_spawn", "1",
            "--mca", "oob_tcp_if_include", f"{MGMT}.0/24",
            # Between nodes only TCP on the data network; within a node shared memory, as on a cluster.
            "--mca", "btl", "self,vader,tcp", "--mca", "btl_tcp_if_include", f"{DATA}.0/24",
            "--bind-to", "none", *extra, args.exe, *program_args]
+
+
+def mpirun(agent, hostfile, program_args, timeout, extra=()):
+    cmd = mpirun_command(agent, hostfile, program_args, extra)
     t0 = time.monotonic()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -193,13 +204,10 @@ def case_linkcut(agent, hostfile):
     if os.path.exists(stamp):
         os.remove(stamp)
     cut = args.nodes - 1
-    cmd_extra = ("--output-filename", os.path.join(args.work, "ranks"))
-    proc = subprocess.Popen(
-        [args.mpiexec, "--allow-run-as-root", "--hostfile", hostfile, "--map-by", f"ppr:{args.per_node}:node", "-np",
-         str(args.nodes * args.per_node), "--mca", "plm_rsh_agent", agent, "--mca", "plm_rsh_no_tree_spawn", "1",
-         "--mca", "oob_tcp_if_include", f"{MGMT}.0/24", "--mca", "btl", "self,vader,tcp", "--mca",
-         "btl_tcp_if_include", f"{DATA}.0/24", "--bind-to", "none", *cmd_extra, args.exe, "linkcut", "--stamp",
-         stamp], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Each rank's output into its own file: the cut node's cannot reach mpirun over the network.
+    cmd = mpirun_command(agent, hostfile, ["linkcut", "--stamp", stamp],
+                         ("--output-filename", os.path.join(args.work, "ranks")))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
     while not os.path.exists(stamp):
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -247,10 +255,7 @@ def case_steptime(agent, hostfile):
     rows = []
     for rate in args.rates.split(","):
         for i in range(args.nodes):
-            ns = f"{PREFIX}n{i}"
-            sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "data0", "root", check=False)
-            sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "data0", "root", "tbf", "rate", rate, "burst",
-               "256kb", "latency", "50ms")
+            shape_data_link(f"{PREFIX}n{i}", rate)
         results = {c: [] for c in ("none", "bf16", "fp16")}
         for _ in range(args.reps):
             for c in results:
