@@ -13,6 +13,18 @@
 #   report  writes $REPORT (default gpu-check/report.md): the machine, each stage's status and
 #           time, the test summary, and a table of epoch time / samples per second / accuracy
 #
+# Device time is scarce, so the binaries can be built elsewhere (same CUDA major version, x86-64):
+#   here:   cmake -S . -B build-sm90 -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build-sm90 \
+#             --target cohort_cuda_tests train_on_device_cuda
+#   there:  GPU_BUILD_DIR=build-sm90 scripts/gpu-check.sh prebuilt     # test, train, report
+# The test binary finds its fixtures at the absolute path it was configured with; GPU_FIXTURE_LINK=1
+# makes that path a link to this checkout's tests/reference/fixtures when it does not exist there.
+# `scripts/gpu-pack.sh --prebuilt build-sm90` packs the binaries (xz) and the MPI libraries they
+# link into .gpu-deps/, which this script unpacks.
+# libnccl.so.2 is looked for beside PyTorch's NVIDIA wheels when the loader does not find it.
+#
+# GPU_TEST_LIMIT (default 580 s) and GPU_RUN_LIMIT (300 s per training run) bound the stages.
+#
 # Every stage has a time limit and records FAILED or TIMEOUT instead of stopping the script, so a
 # hang on first contact still leaves a report. Exit status: 0 when everything passed, 1 when
 # something failed, 77 when no GPU is visible (nothing to check).
@@ -51,6 +63,7 @@ run() {
 data_dir=/usr/share/datasets/fashion-mnist
 [ -d .gpu-deps/fashion-mnist ] && data_dir=$PWD/.gpu-deps/fashion-mnist
 python=${PYTHON:-python3}
+bdir=${GPU_BUILD_DIR:-build-gpu}
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 
 machine() {
@@ -72,10 +85,40 @@ do_build() {
     run build 580 cmake --build build-gpu -j "$(nproc)" --target cohort_cuda_tests train_on_device_cuda
 }
 
+# The loader's path for programs built elsewhere: NCCL from PyTorch's wheels if nothing else has it.
+find_libraries() {
+  if ! ldconfig -p 2>/dev/null | grep -q 'libnccl.so.2'; then
+    local nccl
+    nccl=$(find /usr /opt -name 'libnccl.so.2' 2>/dev/null | head -n 1)
+    [ -n "$nccl" ] && export LD_LIBRARY_PATH="$(dirname "$nccl")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  [ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"
+  log "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  # Carried by gpu-pack.sh --prebuilt: the build tree's binaries and the MPI libraries they link.
+  if [ -f .gpu-deps/prebuilt.tar.xz ] && [ ! -x "$bdir/tests/cohort_cuda_tests" ]; then
+    tar -xJf .gpu-deps/prebuilt.tar.xz && log "unpacked .gpu-deps/prebuilt.tar.xz"
+  fi
+  [ -d .gpu-deps/lib ] && export LD_LIBRARY_PATH="$PWD/.gpu-deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if [ "${GPU_FIXTURE_LINK:-0}" = 1 ] && [ -f "$bdir/CMakeCache.txt" ]; then
+    local src
+    src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$bdir/CMakeCache.txt")
+    if [ -n "$src" ] && [ ! -e "$src/tests/reference/fixtures" ]; then
+      mkdir -p "$src/tests/reference" && ln -s "$PWD/tests/reference/fixtures" "$src/tests/reference/fixtures" &&
+        log "fixtures: $src/tests/reference/fixtures -> $PWD/tests/reference/fixtures"
+    fi
+  fi
+  ldd "$bdir/tests/cohort_cuda_tests" 2>&1 | grep -E 'not found|nccl|cublas|cudart' | sed 's/^/gpu-check: ldd: /'
+}
+
 do_test() {
   # One GPU for the single-device cases; the replica/NCCL cases pick up every visible GPU.
-  run cuda_tests 580 build-gpu/tests/cohort_cuda_tests --no-intro --no-version
+  run cuda_tests "${GPU_TEST_LIMIT:-580}" "$bdir/tests/cohort_cuda_tests" --no-intro --no-version --duration=true \
+    --test-case-exclude='*ProcessGroupDDP*'
   grep -E '^\[doctest\] (test cases|assertions)' "$dir/cuda_tests.log" >"$dir/cuda_tests.summary" || true
+  # Apart, since it starts MPI (a singleton world of 1), which a GPU machine may lack.
+  run cuda_tests_ddp 120 "$bdir/tests/cohort_cuda_tests" --no-intro --no-version --duration=true \
+    --test-case='*ProcessGroupDDP*'
+  grep -E '^\[doctest\] (test cases|assertions)' "$dir/cuda_tests_ddp.log" | sed 's/^/ProcessGroupDDP: /' >>"$dir/cuda_tests.summary" || true
   if [ "$gpus" -lt 2 ]; then
     log "one GPU: the ThreadedReplicas<N, Cuda> / NCCL cases ran on 1 device only (they need >= 2 for a real exchange)"
   fi
@@ -86,12 +129,12 @@ do_train() {
   : >"$dir/torch.jsonl"
   for model in A B; do
     for precision in fp32 fp16 bf16; do
-      run "cohort_${model}_${precision}" 300 build-gpu/examples/train_on_device_cuda --model "$model" \
+      run "cohort_${model}_${precision}" "${GPU_RUN_LIMIT:-300}" "$bdir/examples/train_on_device_cuda" --model "$model" \
         --precision "$precision" --epochs 1 --data-dir "$data_dir" --metrics "$dir/cohort.jsonl"
-      run "torch_${model}_${precision}" 300 sh -c "$python bench/torch_gpu_seed.py --model $model --precision \
+      run "torch_${model}_${precision}" "${GPU_RUN_LIMIT:-300}" sh -c "$python bench/torch_gpu_seed.py --model $model --precision \
         $precision --data-dir $data_dir >> $dir/torch.jsonl"
     done
-    run "torch_${model}_fp32_compile" 300 sh -c "$python bench/torch_gpu_seed.py --model $model --precision fp32 \
+    run "torch_${model}_fp32_compile" "${GPU_RUN_LIMIT:-300}" sh -c "$python bench/torch_gpu_seed.py --model $model --precision fp32 \
       --compile --data-dir $data_dir >> $dir/torch.jsonl"
   done
 }
@@ -119,7 +162,7 @@ for l in lines("status.txt"):
     result, took = rest.rsplit(" ", 2)[0], " ".join(rest.rsplit(" ", 2)[1:])
     r.append(f"| {name} | {result} | {took} |")
 r += ["", "## cohort_cuda_tests", ""] + ["    " + l for l in lines("cuda_tests.summary") or ["(not run)"]]
-fails = [l for l in lines("cuda_tests.log") if "ERROR" in l or "FATAL" in l][:30]
+fails = [l for l in lines("cuda_tests.log") + lines("cuda_tests_ddp.log") if "ERROR" in l or "FATAL" in l][:30]
 if fails:
     r += ["", "First failures:", ""] + ["    " + l for l in fails]
 r += ["", "## One epoch of Fashion-MNIST on GPU 0", "",
@@ -145,16 +188,22 @@ if [ "$gpus" -eq 0 ]; then
 fi
 case $stage in
 build) do_build ;;
-test) do_test ;;
-train) do_train ;;
+test) find_libraries; do_test ;;
+train) find_libraries; do_train ;;
 report) do_report ;;
+prebuilt)
+  find_libraries
+  do_test
+  do_train
+  do_report
+  ;;
 all)
   do_build && do_test
   do_train
   do_report
   ;;
 *)
-  echo "usage: scripts/gpu-check.sh [all|build|test|train|report]" >&2
+  echo "usage: scripts/gpu-check.sh [all|build|test|train|report|prebuilt]" >&2
   exit 2
   ;;
 esac
