@@ -204,10 +204,10 @@ int resume(const Args& a) {
   Trainer<models::ModelA, Adadelta<>, ProcessGroupDDP<Mpi>> t(Adadelta({.lr = 0.5}), o);
   if (!a.resume.empty()) {
     t.resume(a.resume);
-    if (t.step() != 2 || t.epoch() != 1 || t.options().seed != 11) { // 64 samples, global batch 32: 2 steps
+    if (t.step() != 2 || t.epoch() != 1 || t.seed() != 11) { // 64 samples, global batch 32: 2 steps
       std::fprintf(stderr, "ddp_check: rank %d: resumed at step %llu, epoch %llu, seed %llu (expected 2, 1, 11)\n",
                    world_rank(), static_cast<unsigned long long>(t.step()), static_cast<unsigned long long>(t.epoch()),
-                   static_cast<unsigned long long>(t.options().seed));
+                   static_cast<unsigned long long>(t.seed()));
       return 1;
     }
   }

@@ -106,11 +106,11 @@ int resume() {
     o.seed = 12; // other initial weights and shuffling: the checkpoint's must replace them
     T t(sgd, o);
     t.resume(path);
-    if (t.step() != 5 || t.epoch() != 1 || t.options().seed != 11) { // 100 samples, global batch 24: 5 steps
+    if (t.step() != 5 || t.epoch() != 1 || t.seed() != 11) { // 100 samples, global batch 24: 5 steps
       std::fprintf(stderr,
                    "ddp_device_check: rank %d: resumed at step %llu, epoch %llu, seed %llu (expected 5, 1, 11)\n",
                    world_rank(), static_cast<unsigned long long>(t.step()), static_cast<unsigned long long>(t.epoch()),
-                   static_cast<unsigned long long>(t.options().seed));
+                   static_cast<unsigned long long>(t.seed()));
       return 1;
     }
     t.fit(data, 10);

@@ -82,44 +82,27 @@ inline constexpr bool host_memory_backend = [] {
 
 namespace ops {
 
-namespace detail {
-template <class>
-inline constexpr bool missing_backend = false;
-}
+// The op families. Each is only declared here: a backend defines all of them for its tag
+// (cohort/backend/cpu.hpp, thrust_device.hpp, cuda.cuh), and BackendProtocol checks that it did.
 
 /// Conv2d: forward, and backward to input, weight and bias.
 template <class Backend>
-struct Conv2dKernels {
-  static_assert(detail::missing_backend<Backend>,
-                "cohort: this backend has no Conv2d kernels; include its header (cohort/backend/cpu.hpp, "
-                "cohort/backend/cuda.cuh)");
-};
+struct Conv2dKernels; // defined by each backend
 /// Linear (fully connected): forward and backward.
 template <class Backend>
-struct LinearKernels {
-  static_assert(detail::missing_backend<Backend>, "cohort: this backend has no Linear kernels; include its header");
-};
+struct LinearKernels; // defined by each backend
 /// MaxPool2d with saved argmax, AvgPool2d, global average pooling (AdaptiveAvgPool2d<1>).
 template <class Backend>
-struct PoolKernels {
-  static_assert(detail::missing_backend<Backend>, "cohort: this backend has no pooling kernels; include its header");
-};
+struct PoolKernels; // defined by each backend
 /// BatchNorm2d and BatchNorm1d in training and evaluation mode.
 template <class Backend>
-struct BatchNormKernels {
-  static_assert(detail::missing_backend<Backend>, "cohort: this backend has no BatchNorm kernels; include its header");
-};
+struct BatchNormKernels; // defined by each backend
 /// Element-wise ops: ReLU, dropout masks, copies.
 template <class Backend>
-struct ElementwiseKernels {
-  static_assert(detail::missing_backend<Backend>,
-                "cohort: this backend has no element-wise kernels; include its header");
-};
+struct ElementwiseKernels; // defined by each backend
 /// Element-wise activations with a backward pass of their own: SiLU, GELU, LeakyReLU.
 template <class Backend>
-struct ActivationKernels {
-  static_assert(detail::missing_backend<Backend>, "cohort: this backend has no activation kernels; include its header");
-};
+struct ActivationKernels; // defined by each backend
 /// The terms CrossEntropyLoss adds to plain cross-entropy (torch's label_smoothing and weight),
 /// for SoftmaxKernels' weighted cross_entropy: the summed loss
 /// (1 - eps) * sum_n w[y_n] * -logp[n, y_n] + (eps / C) * sum_n sum_c w[c] * -logp[n, c],
@@ -133,9 +116,27 @@ struct CrossEntropyTerms {
 
 /// Row-wise log-softmax and the classification losses.
 template <class Backend>
-struct SoftmaxKernels {
-  static_assert(detail::missing_backend<Backend>, "cohort: this backend has no softmax kernels; include its header");
+struct SoftmaxKernels; // defined by each backend
+
+/// A family a backend has defined (a complete specialisation).
+template <class Family>
+concept defined_family = requires {
+  sizeof(Family);
 };
 
 } // namespace ops
+
+/// What a backend provides: the context its kernels run with (threads, streams, handles) and
+/// every op family above specialised for its tag. Network and Trainer check it, so a backend
+/// whose header is missing, or a new backend with a family left out, fails with this concept's
+/// name and the family it lacks.
+template <class B>
+concept BackendProtocol = requires {
+  typename B::context;
+}
+&&ops::defined_family<ops::Conv2dKernels<B>>&& ops::defined_family<ops::LinearKernels<B>>&&
+    ops::defined_family<ops::PoolKernels<B>>&& ops::defined_family<ops::BatchNormKernels<B>>&&
+        ops::defined_family<ops::ElementwiseKernels<B>>&& ops::defined_family<ops::ActivationKernels<B>>&&
+            ops::defined_family<ops::SoftmaxKernels<B>>;
+
 } // namespace cohort

@@ -49,74 +49,10 @@
 #include "cohort/detail/json.hpp"
 #include "cohort/io/atomic_file.hpp"
 #include "cohort/io/crc32c.hpp"
+#include "cohort/io/detail/safetensors_checksum.hpp"
+#include "cohort/io/safetensors_writer.hpp"
 
 namespace cohort {
-
-/// Metadata key of the header checksum; a tensor's checksum is under this plus "." plus its name.
-inline constexpr std::string_view safetensors_crc_key = "cohort.crc32c";
-
-namespace detail {
-
-/// 8 lowercase hex digits.
-inline std::string crc_hex(std::uint32_t c) {
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out(8, '0');
-  for (int i = 7; i >= 0; --i, c >>= 4) out[std::size_t(i)] = hex[c & 0xF];
-  return out;
-}
-
-/// Whether `key` is one of the checksum keys ("cohort.crc32c" or "cohort.crc32c.<name>").
-inline bool is_crc_key(std::string_view key) noexcept {
-  return key.substr(0, safetensors_crc_key.size()) == safetensors_crc_key &&
-         (key.size() == safetensors_crc_key.size() || key[safetensors_crc_key.size()] == '.');
-}
-
-/// What the header checksum covers, one field after another, each ended by a NUL byte:
-/// "metadata", then every metadata key and value except the checksum keys, in byte order of
-/// the keys; "tensors", then each tensor's name, dtype name, dimensions (decimal, joined by
-/// ','), begin and end offsets (decimal), in byte order of the names.
-struct HeaderDigest {
-  std::uint32_t crc = 0;
-  void field(std::string_view s) {
-    crc = crc32c(s.data(), s.size(), crc);
-    const char nul = 0;
-    crc = crc32c(&nul, 1, crc);
-  }
-  void tensor(std::string_view name, std::string_view dtype, const std::vector<std::size_t>& shape, std::size_t begin,
-              std::size_t end) {
-    field(name);
-    field(dtype);
-    std::string dims;
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-      if (i) dims += ',';
-      dims += std::to_string(shape[i]);
-    }
-    field(dims);
-    field(std::to_string(begin));
-    field(std::to_string(end));
-  }
-};
-
-/// The header checksum of `metadata` and `tensors` (anything with name, dtype, shape, begin and
-/// end: the reader's entries and the writer's tensors digest the same way by construction).
-template <class Tensors>
-std::uint32_t header_digest(const std::map<std::string, std::string>& metadata, const Tensors& tensors) {
-  HeaderDigest d;
-  d.field("metadata");
-  for (const auto& [k, v] : metadata) // std::map: byte order of the keys
-    if (!is_crc_key(k)) {
-      d.field(k);
-      d.field(v);
-    }
-  d.field("tensors");
-  std::vector<const typename Tensors::value_type*> by_name;
-  for (const auto& t : tensors) by_name.push_back(&t);
-  std::sort(by_name.begin(), by_name.end(), [](auto* a, auto* b) { return a->name < b->name; });
-  for (const auto* t : by_name) d.tensor(t->name, dtype_name(t->dtype), t->shape, t->begin, t->end);
-  return d.crc;
-}
-
-} // namespace detail
 
 /// One tensor's header entry.
 struct SafetensorsEntry {
@@ -360,101 +296,6 @@ class SafetensorsFile {
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
   bool checksummed_ = false;
-};
-
-/// Collects tensors and writes them as one safetensors file, atomically.
-class SafetensorsWriter {
- public:
-  /// Adds a tensor; `data` is copied now, so the caller's memory may change afterwards.
-  void add(std::string name, DType dtype, std::vector<std::size_t> shape, const void* data, std::size_t bytes) {
-    std::size_t elements = 1;
-    for (auto d : shape) elements *= d;
-    if (elements * dtype_size(dtype) != bytes)
-      throw ValueError(detail::concat("safetensors: tensor \"", name, "\" has ", bytes,
-                                      " bytes, its shape and dtype need ", elements * dtype_size(dtype)));
-    for (const auto& t : tensors_)
-      if (t.name == name) throw ValueError(detail::concat("safetensors: tensor \"", name, "\" added twice"));
-    if (name == "__metadata__") throw ValueError("safetensors: a tensor cannot be called \"__metadata__\"");
-    Tensor t{std::move(name), dtype, std::move(shape), data_.size(), data_.size() + bytes};
-    const auto* p = static_cast<const char*>(data);
-    data_.insert(data_.end(), p, p + bytes);
-    tensors_.push_back(std::move(t));
-  }
-  template <class T>
-  void add(std::string name, std::vector<std::size_t> shape, std::span<const T> values) {
-    add(std::move(name), dtype_of<T>, std::move(shape), values.data(), values.size_bytes());
-  }
-  /// Sets a `__metadata__` entry (string to string, as the format allows). The checksum keys
-  /// ("cohort.crc32c", "cohort.crc32c.*") are the writer's own: ValueError.
-  void set_metadata(std::string key, std::string value) {
-    if (detail::is_crc_key(key))
-      throw ValueError(detail::concat("safetensors: metadata key \"", key, "\" is reserved for the checksums"));
-    metadata_[std::move(key)] = std::move(value);
-  }
-
-  /// The header JSON, padded with spaces to a multiple of 8 bytes (as the reference writer does),
-  /// with the checksums of every tensor and of the header itself in `__metadata__`.
-  std::string header() const {
-    std::map<std::string, std::string> metadata = metadata_;
-    const std::string header_key(safetensors_crc_key);
-    for (const auto& t : tensors_)
-      metadata[header_key + "." + t.name] = detail::crc_hex(crc32c(data_.data() + t.begin, t.end - t.begin));
-    // The same canonical text SafetensorsFile::header_digest reads back (metadata_ holds no
-    // checksum keys: add() refuses them).
-    metadata[header_key] = detail::crc_hex(detail::header_digest(metadata_, tensors_));
-
-    std::string h = "{\"__metadata__\":{";
-    bool first = true;
-    for (const auto& [k, v] : metadata) {
-      if (!first) h += ',';
-      h += detail::json_quote(k);
-      h += ':';
-      h += detail::json_quote(v);
-      first = false;
-    }
-    h += "}";
-    for (const auto& t : tensors_) {
-      // Appends only: GCC 12 reports false -Wrestrict warnings for `"literal" + std::string`.
-      h += ',';
-      h += detail::json_quote(t.name);
-      h += ":{\"dtype\":\"";
-      h += dtype_name(t.dtype);
-      h += "\",\"shape\":[";
-      for (std::size_t i = 0; i < t.shape.size(); ++i) {
-        if (i) h += ',';
-        h += std::to_string(t.shape[i]);
-      }
-      h += "],\"data_offsets\":[";
-      h += std::to_string(t.begin);
-      h += ',';
-      h += std::to_string(t.end);
-      h += "]}";
-    }
-    h += "}";
-    while (h.size() % 8) h += ' ';
-    return h;
-  }
-
-  /// Writes the file atomically (temp file, fsync, rename).
-  void write(const std::filesystem::path& path) const {
-    const std::string h = header();
-    char len[8];
-    std::uint64_t n = h.size();
-    for (int i = 0; i < 8; ++i) len[i] = char((n >> (8 * i)) & 0xFF);
-    const std::span<const char> parts[] = {{len, 8}, {h.data(), h.size()}, {data_.data(), data_.size()}};
-    write_file_atomically(path, parts);
-  }
-
- private:
-  struct Tensor {
-    std::string name;
-    DType dtype;
-    std::vector<std::size_t> shape;
-    std::size_t begin, end;
-  };
-  std::vector<Tensor> tensors_;
-  std::vector<char> data_;
-  std::map<std::string, std::string> metadata_;
 };
 
 } // namespace cohort

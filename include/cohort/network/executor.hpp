@@ -81,6 +81,15 @@ struct max_activation<type_list<Bs...>> {
 };
 } // namespace detail
 
+/// Which following layers a layer runs inside its own kernels (its backend fuses them).
+enum class Fusion : std::uint8_t {
+  none,      ///< only itself
+  relu,      ///< itself and the ReLU after it
+  relu_pool, ///< itself, the ReLU after it and then a 2x2 max-pool
+};
+/// The layers after the leader that a fused group absorbs (0, 1 or 2).
+constexpr std::size_t absorbs(Fusion f) noexcept { return static_cast<std::size_t>(f); }
+
 /// Forward/backward over a batch for network `Net` with element type `T` on `Backend`.
 template <ChainDescription Net, class T, class Backend>
 class Executor {
@@ -132,7 +141,7 @@ class Executor {
       } else if (absorbed<I>()) {
         act_[I + 1] = act_[I]; // an earlier layer of the group already applied this one
       } else {
-        const std::size_t fused = fused_count<I>();
+        const Fusion fused = fused_count<I>();
         T* out = group_output<I>(fused);
         const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         const ForwardArgs<Backend, T> args{ctx,
@@ -144,10 +153,10 @@ class Executor {
                                            p.counters + Net::layout.counter_base[I],
                                            act_[I],
                                            out,
-                                           fused >= 1,
+                                           fused != Fusion::none,
                                            p.master ? p.master + Net::layout.param_base[I] : nullptr};
-        if constexpr (fusable<I>() == 2) {
-          if (fused == 2)
+        if constexpr (fusable<I>() == Fusion::relu_pool) {
+          if (fused == Fusion::relu_pool)
             B::template forward_relu_pool<Backend, T, typename layer<I + 2>::geometry>(args, std::get<I>(states_));
           else
             B::template forward<Backend, T>(args, std::get<I>(states_));
@@ -198,7 +207,7 @@ class Executor {
       } else {
         if (absorbed<I>()) return; // handled by the group's first layer, which sees d_out
         if (!need_dx && B::parameters.size() == 0) return;
-        const std::size_t fused = fused_count<I>();
+        const Fusion fused = fused_count<I>();
         const int target = holder == 0 ? 1 : 0;
         T* dx = need_dx ? grads_[target].data() : nullptr;
         const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -214,10 +223,10 @@ class Executor {
                                             d_out,
                                             dx,
                                             opts.accumulate,
-                                            fused >= 1,
+                                            fused != Fusion::none,
                                             p.master ? p.master + Net::layout.param_base[I] : nullptr};
-        if constexpr (fusable<I>() == 2) {
-          if (fused == 2)
+        if constexpr (fusable<I>() == Fusion::relu_pool) {
+          if (fused == Fusion::relu_pool)
             B::template backward_relu_pool<Backend, T, typename layer<I + 2>::geometry>(args, std::get<I>(states_));
           else
             B::template backward<Backend, T>(args, std::get<I>(states_));
@@ -260,10 +269,9 @@ class Executor {
   const T* activation(std::size_t i) const noexcept { return act_[i + 1]; }
 
  private:
-  /// How many following layers layer I can run inside its own kernels: 1 for a ReLU the
-  /// backend fuses, 2 for a ReLU and then a max-pool, else 0.
+  /// Which following layers layer I can run inside its own kernels (Fusion).
   template <std::size_t I>
-  static constexpr std::size_t fusable() {
+  static constexpr Fusion fusable() {
     if constexpr (I + 1 < L) {
       using B = layer<I>;
       if constexpr (requires { B::template fuses_relu<Backend, T>; }) {
@@ -272,47 +280,47 @@ class Executor {
             using P = layer<I + 2>;
             if constexpr (is_max_pool2d<typename P::layer>)
               if constexpr (requires { B::template fuses_relu_pool<Backend, T, typename P::geometry>; })
-                if constexpr (B::template fuses_relu_pool<Backend, T, typename P::geometry>) return 2;
+                if constexpr (B::template fuses_relu_pool<Backend, T, typename P::geometry>) return Fusion::relu_pool;
           }
-          return 1;
+          return Fusion::relu;
         }
       }
     }
-    return 0;
+    return Fusion::none;
   }
   /// Layers fused into layer I on this run (none when fusion is off).
   template <std::size_t I>
-  std::size_t fused_count() const noexcept {
-    return fusion_ ? fusable<I>() : 0;
+  Fusion fused_count() const noexcept {
+    return fusion_ ? fusable<I>() : Fusion::none;
   }
   /// Layer I runs inside an earlier layer's kernels.
   template <std::size_t I>
   bool absorbed() const noexcept {
-    if constexpr (I >= 2) return fused_count<I - 1>() >= 1 || fused_count<I - 2>() >= 2;
-    if constexpr (I == 1) return fused_count<0>() >= 1;
+    if constexpr (I >= 2) return absorbs(fused_count<I - 1>()) >= 1 || absorbs(fused_count<I - 2>()) >= 2;
+    if constexpr (I == 1) return absorbs(fused_count<0>()) >= 1;
     return false;
   }
   /// Layer I's output buffer is written (it is the last layer of its group, or in none).
   template <std::size_t I>
   bool writes_output() const noexcept {
-    if (fused_count<I>() > 0) return false;
-    if constexpr (I >= 1) return fused_count<I - 1>() < 2;
+    if (fused_count<I>() != Fusion::none) return false;
+    if constexpr (I >= 1) return fused_count<I - 1>() != Fusion::relu_pool;
     return true;
   }
   /// The buffer a group led by layer I writes: its last layer's output, grown here if fusion was
   /// switched since reserve().
   template <std::size_t I>
-  T* group_output(std::size_t fused) {
+  T* group_output(Fusion fused) {
     const auto get = [&]<std::size_t J>() {
       auto& buffer = outputs_[J];
       const std::size_t need = capacity_ * layer<J>::output_shape::size;
       if (buffer.size() < need) buffer.resize(need);
       return buffer.data();
     };
-    if constexpr (fusable<I>() == 2)
-      if (fused == 2) return get.template operator()<I + 2>();
-    if constexpr (fusable<I>() >= 1)
-      if (fused == 1) return get.template operator()<I + 1>();
+    if constexpr (fusable<I>() == Fusion::relu_pool)
+      if (fused == Fusion::relu_pool) return get.template operator()<I + 2>();
+    if constexpr (fusable<I>() != Fusion::none)
+      if (fused == Fusion::relu) return get.template operator()<I + 1>();
     return get.template operator()<I>();
   }
 

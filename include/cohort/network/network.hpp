@@ -38,6 +38,9 @@ class Network {
                 "without a GPU)");
   static_assert(std::is_floating_point_v<T>,
                 "Network: T must be float or double (half types come through MixedPrecision)");
+  static_assert(!backend_available<Backend> || BackendProtocol<Backend>,
+                "Network: Backend does not satisfy cohort::BackendProtocol (backend/ops.hpp): a context type and "
+                "every ops::*Kernels family; include the backend's header");
 
  public:
   using net_type = Net;

@@ -37,6 +37,15 @@ enum class ProgressStyle : std::uint8_t {
 
 namespace detail {
 
+/// The seed notebooks' progress line: "epoch: 0 [120/469 (26%)]\ttraining loss: 0.512345".
+inline void print_step_line(std::ostream& out, std::uint64_t epoch, std::size_t shown, std::size_t batches,
+                            double loss) {
+  char line[160];
+  std::snprintf(line, sizeof line, "epoch: %llu [%zu/%zu (%.0f%%)]\ttraining loss: %.6f\n",
+                static_cast<unsigned long long>(epoch), shown, batches, 100.0 * double(shown) / double(batches), loss);
+  out << line << std::flush;
+}
+
 /// `n` with thousands separators: 12345 -> "12,345".
 inline std::string grouped(std::uint64_t n) {
   std::string digits = std::to_string(n), out;

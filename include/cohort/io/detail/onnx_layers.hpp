@@ -1,0 +1,278 @@
+#pragma once
+/// \file
+/// How each layer becomes ONNX nodes (onnx_layer<L>, the table at the top of io/onnx.hpp), and
+/// how a chain of layers is walked; a layer without a mapping fails to compile, naming it.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cohort/detail/type_list.hpp"
+#include "cohort/io/detail/onnx_graph.hpp"
+#include "cohort/layers/adaptive_avg_pool2d.hpp"
+#include "cohort/layers/avg_pool2d.hpp"
+#include "cohort/layers/batch_norm1d.hpp"
+#include "cohort/layers/batch_norm2d.hpp"
+#include "cohort/layers/conv2d.hpp"
+#include "cohort/layers/dropout.hpp"
+#include "cohort/layers/flatten.hpp"
+#include "cohort/layers/gelu.hpp"
+#include "cohort/layers/leaky_relu.hpp"
+#include "cohort/layers/linear.hpp"
+#include "cohort/layers/log_softmax.hpp"
+#include "cohort/layers/max_pool2d.hpp"
+#include "cohort/layers/relu.hpp"
+#include "cohort/layers/residual.hpp"
+#include "cohort/layers/silu.hpp"
+#include "cohort/network/sequential.hpp"
+
+namespace cohort::detail {
+
+/// How layer descriptor L becomes ONNX nodes: `emit<Bound>(graph, site, x)` appends the nodes
+/// of L bound as Bound, reading value x, and returns the name of its output value. Layers
+/// without a specialisation have `mapped = false` (export_onnx then fails to compile).
+template <class L>
+struct onnx_layer {
+  static constexpr bool mapped = false;
+};
+
+inline std::vector<std::int64_t> onnx_pair(std::size_t v) { return {std::int64_t(v), std::int64_t(v)}; }
+inline std::vector<std::int64_t> onnx_pads(std::size_t p) { return std::vector<std::int64_t>(4, std::int64_t(p)); }
+
+template <std::size_t In, std::size_t Out, std::size_t K, std::size_t S, std::size_t P, bool Bias>
+struct onnx_layer<Conv2d<In, Out, K, S, P, Bias>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    std::vector<std::string> inputs{x, at.tensor(g, "weight")};
+    if constexpr (Bias) inputs.push_back(at.tensor(g, "bias"));
+    using A = OnnxAttribute;
+    return g.node("Conv", at.scope, std::move(inputs),
+                  {A::integers("dilations", onnx_pair(1)), A::integer("group", 1),
+                   A::integers("kernel_shape", onnx_pair(K)), A::integers("pads", onnx_pads(P)),
+                   A::integers("strides", onnx_pair(S))});
+  }
+};
+
+/// BatchNorm2d and BatchNorm1d: the same operator (it normalises axis 1 of any rank).
+struct onnx_batch_norm {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    std::vector<std::string> inputs{x, at.tensor(g, "weight"), at.tensor(g, "bias"), at.tensor(g, "running_mean"),
+                                    at.tensor(g, "running_var")};
+    // ONNX's momentum weighs the old statistic, PyTorch's the new one; inference ignores it.
+    return g.node("BatchNormalization", at.scope, std::move(inputs),
+                  {OnnxAttribute::real("epsilon", Bound::eps), OnnxAttribute::real("momentum", 1.f - Bound::momentum)});
+  }
+};
+template <std::size_t C, float Eps, float Momentum>
+struct onnx_layer<BatchNorm2d<C, Eps, Momentum>> : onnx_batch_norm {};
+template <std::size_t F, float Eps, float Momentum>
+struct onnx_layer<BatchNorm1d<F, Eps, Momentum>> : onnx_batch_norm {};
+
+template <>
+struct onnx_layer<ReLU> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    return g.node("Relu", at.scope, {x});
+  }
+};
+
+template <float Slope>
+struct onnx_layer<LeakyReLU<Slope>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    return g.node("LeakyRelu", at.scope, {x}, {OnnxAttribute::real("alpha", Slope)});
+  }
+};
+
+/// The erf form cohort computes (layers/gelu.hpp), spelled as torch.onnx writes it for opsets
+/// without Gelu: x * (1 + erf(x / sqrt(2))) * 0.5.
+template <>
+struct onnx_layer<GELU> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    const std::string scaled = g.node("Div", at.scope, {x, g.scalar("gelu.sqrt2", 1.41421356237309504880f)});
+    const std::string erf = g.node("Erf", at.scope, {scaled});
+    const std::string one_plus = g.node("Add", at.scope, {erf, g.scalar("gelu.one", 1.f)});
+    const std::string product = g.node("Mul", at.scope, {x, one_plus});
+    return g.node("Mul", at.scope, {product, g.scalar("gelu.half", 0.5f)});
+  }
+};
+
+template <>
+struct onnx_layer<SiLU> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    return g.node("Mul", at.scope, {x, g.node("Sigmoid", at.scope, {x})});
+  }
+};
+
+template <std::size_t K, std::size_t S, std::size_t P>
+struct onnx_layer<MaxPool2d<K, S, P>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    using A = OnnxAttribute;
+    return g.node("MaxPool", at.scope, {x},
+                  {A::integers("kernel_shape", onnx_pair(K)), A::integers("pads", onnx_pads(P)),
+                   A::integers("strides", onnx_pair(S))});
+  }
+};
+
+template <std::size_t K, std::size_t S, std::size_t P>
+struct onnx_layer<AvgPool2d<K, S, P>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    using A = OnnxAttribute;
+    return g.node("AveragePool", at.scope, {x},
+                  {A::integer("count_include_pad", 1), A::integers("kernel_shape", onnx_pair(K)),
+                   A::integers("pads", onnx_pads(P)), A::integers("strides", onnx_pair(S))});
+  }
+};
+
+/// Output size 1 is global average pooling. (Larger sizes map to AveragePool when they divide
+/// the input, as torch.onnx does; cohort's AdaptiveAvgPool2d implements only size 1 so far.)
+template <std::size_t OutputSize>
+struct onnx_layer<AdaptiveAvgPool2d<OutputSize>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    if constexpr (OutputSize == 1) {
+      return g.node("GlobalAveragePool", at.scope, {x});
+    } else {
+      constexpr std::size_t h = Bound::input_shape::extents[1], w = Bound::input_shape::extents[2];
+      static_assert(h % OutputSize == 0 && w % OutputSize == 0 && h == w,
+                    "export_onnx: AdaptiveAvgPool2d's OutputSize must divide the (square) input image: ONNX "
+                    "has no adaptive average pooling, only AveragePool with one kernel size and stride");
+      using A = OnnxAttribute;
+      return g.node(
+          "AveragePool", at.scope, {x},
+          {A::integers("kernel_shape", onnx_pair(h / OutputSize)), A::integers("strides", onnx_pair(h / OutputSize))});
+    }
+  }
+};
+
+/// Dropout and Dropout2d pass their input through in evaluation mode: no node.
+struct onnx_identity {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph&, const OnnxLayerSite&, const std::string& x) {
+    return x;
+  }
+};
+template <float P>
+struct onnx_layer<Dropout<P>> : onnx_identity {};
+template <float P>
+struct onnx_layer<Dropout2d<P>> : onnx_identity {};
+
+template <>
+struct onnx_layer<Flatten> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    return g.node("Flatten", at.scope, {x}, {OnnxAttribute::integer("axis", 1)});
+  }
+};
+
+template <std::size_t In, std::size_t Out>
+struct onnx_layer<Linear<In, Out>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    using A = OnnxAttribute;
+    // weight is (Out, In): y = x W^T + b
+    return g.node("Gemm", at.scope, {x, at.tensor(g, "weight"), at.tensor(g, "bias")},
+                  {A::real("alpha", 1.f), A::real("beta", 1.f), A::integer("transB", 1)});
+  }
+};
+
+template <>
+struct onnx_layer<LogSoftmax> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    return g.node("LogSoftmax", at.scope, {x}, {OnnxAttribute::integer("axis", 1)});
+  }
+};
+
+template <class Chain>
+std::string onnx_chain(OnnxGraph& g, const float* params, const float* buffers, const std::string& names,
+                       const std::string& scope, std::string x);
+
+/// A block: its body and its shortcut each a chain over the block's slice of the stores (the
+/// body's tensors first, as layers/residual.hpp lays them out), then their sum.
+template <class Body, class Shortcut>
+struct onnx_layer<Residual<Body, Shortcut>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    using body = typename Bound::body_chain;
+    const float* params = at.params + at.param_base;
+    const float* buffers = at.buffers + at.buffer_base;
+    const std::string body_out = onnx_chain<body>(g, params, buffers, at.names + "body.", at.scope + "/body", x);
+    std::string shortcut_out = x;
+    if constexpr (!Bound::identity)
+      shortcut_out = onnx_chain<typename Bound::shortcut_chain>(g, params + body::parameter_store_size,
+                                                                buffers + body::buffer_store_size,
+                                                                at.names + "shortcut.", at.scope + "/shortcut", x);
+    return g.node("Add", at.scope, {body_out, shortcut_out});
+  }
+};
+
+/// Fails unless layer Index of Chain (LayerType in the note) has an ONNX mapping.
+template <std::size_t Index, class LayerType, class Chain>
+constexpr bool check_onnx_mapping() {
+  static_assert(onnx_layer<LayerType>::mapped,
+                "export_onnx: layer Index (LayerType in the note below; Chain names the Sequential or the "
+                "block's branch it is in) has no ONNX mapping; every layer of cohort/layers/ has one, a layer "
+                "of your own needs a cohort::detail::onnx_layer<LayerType> specialisation like theirs "
+                "(cohort/io/onnx.hpp)");
+  return onnx_layer<LayerType>::mapped;
+}
+
+template <class Chain, std::size_t I>
+std::string onnx_layer_nodes(OnnxGraph& g, const float* params, const float* buffers, const std::string& names,
+                             const std::string& scope, const std::string& x) {
+  using Bound = at_t<I, typename Chain::layers>;
+  using L = typename Bound::layer;
+  if constexpr (check_onnx_mapping<I, L, Chain>()) {
+    const OnnxLayerSite site{Chain::layout.entries,
+                             I,
+                             Chain::layout.param_base[I],
+                             Chain::layout.buffer_base[I],
+                             params,
+                             buffers,
+                             names + std::to_string(I) + ".",
+                             scope + "/" + std::to_string(I)};
+    return onnx_layer<L>::template emit<Bound>(g, site, x);
+  } else {
+    return x;
+  }
+}
+
+/// Appends the nodes of every layer of Chain, in order, from value x; returns the last value.
+/// `names` and `scope` prefix the chain's tensor and node names ("3.body.", "/3/body").
+template <class Chain>
+std::string onnx_chain(OnnxGraph& g, const float* params, const float* buffers, const std::string& names,
+                       const std::string& scope, std::string x) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((x = onnx_layer_nodes<Chain, I>(g, params, buffers, names, scope, x)), ...);
+  }
+  (std::make_index_sequence<Chain::layer_count>{});
+  return x;
+}
+
+template <class S>
+std::vector<std::size_t> extents_of() {
+  return {S::extents.begin(), S::extents.end()};
+}
+
+} // namespace cohort::detail

@@ -1,0 +1,120 @@
+#pragma once
+/// \file
+/// Where a Trainer's batches wait in host memory before a step reads them: two slots, so that
+/// batch b + 1 can be gathered (and augmented) on a background thread while the step trains on
+/// batch b (PyTorch's DataLoader worker with pin_memory). Staging is the slots' allocator:
+/// page-locked memory on Cuda (train/detail/staging_allocator.hpp).
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "cohort/core/error.hpp"
+#include "cohort/data/augment.hpp"
+#include "cohort/data/batch_prefetcher.hpp"
+#include "cohort/tensor/buffer.hpp"
+
+namespace cohort::detail {
+
+template <class InputShape, class Staging>
+class BatchStaging {
+ public:
+  /// A training batch's augmentation: its transforms, keyed by (seed, epoch, sample index).
+  struct Augment {
+    const Augmentation* transforms = nullptr; // null or empty: none (evaluation batches)
+    std::uint64_t seed = 0, epoch = 0;
+  };
+
+  /// `activate` runs before every gather, on whichever thread gathers: a device engine makes
+  /// its device current there, so page-locked staging memory is allocated for its GPU, not GPU 0.
+  explicit BatchStaging(std::function<void()> activate = {}) : activate_(std::move(activate)) {}
+
+  /// The epoch's sample order (the sampler writes it; batch b is samples [b * size, ...)).
+  std::vector<std::size_t>& order() noexcept { return order_; }
+  const float* images(std::size_t slot) const noexcept { return x_[slot].data(); }
+  const std::int32_t* labels(std::size_t slot) const noexcept { return y_[slot].data(); }
+
+  /// Copies the samples at `idx` into `slot` (no allocation once it is sized), then augments
+  /// them, each image as the dataset sample it is (idx[i]).
+  template <class Data>
+  void gather(const Data& data, std::span<const std::size_t> idx, std::size_t slot, const Augment& augment = {}) {
+    if (activate_) activate_();
+    auto& x = x_[slot];
+    auto& y = y_[slot];
+    x.resize(std::max(x.size(), idx.size() * InputShape::size));
+    y.resize(std::max(y.size(), idx.size()));
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      const float* src = data.image(idx[i]);
+      std::copy(src, src + InputShape::size, x.data() + i * InputShape::size);
+      y[i] = data.label(idx[i]);
+    }
+    if (!augment.transforms || augment.transforms->empty()) return;
+    if constexpr (InputShape::rank == 3) {
+      constexpr ImageDims shape{InputShape::extents[0], InputShape::extents[1], InputShape::extents[2]};
+      augment.transforms->apply_batch({x.data(), idx.size() * InputShape::size}, shape, idx, augment.seed,
+                                      augment.epoch);
+    } else {
+      throw ShapeError(
+          concat("Trainer: augmentation transforms images (C, H, W); the network's input is ", InputShape::str()));
+    }
+  }
+
+  /// Batch b of the epoch (`local` samples of order(), `size` per batch) in a slot; returns the
+  /// slot. With `prefetch`, batch b + 1 is then gathered into the other slot on the background
+  /// thread while the caller trains on b. The slot it overwrites held batch b - 1, whose step
+  /// has returned, and a step returns only after it has read its batch (CPU engines read host
+  /// memory synchronously; a device step's batch reached the device: the loss is read back
+  /// after the copy, on the same stream).
+  template <class Data>
+  std::size_t load(const Data& data, std::size_t b, std::size_t batches, std::size_t local, std::size_t size,
+                   bool prefetch, const Augment& augment) {
+    const auto indices = [this, local, size](std::size_t k) {
+      const std::size_t first = k * size;
+      return std::span<const std::size_t>(order_.data() + first, std::min(size, local - first));
+    };
+    if (!prefetch) {
+      gather(data, indices(b), 0, augment);
+      return 0;
+    }
+    const std::size_t slot = b % 2;
+    if (prefetched_ == b)
+      prefetcher_.wait();
+    else
+      gather(data, indices(b), slot, augment); // the epoch's first batch (or the first after resuming)
+    prefetched_ = no_batch;
+    if (b + 1 < batches) {
+      prefetcher_.submit(
+          [this, &data, indices, augment, next = b + 1] { gather(data, indices(next), next % 2, augment); });
+      prefetched_ = b + 1;
+    }
+    return slot;
+  }
+
+  /// Lets the batch being gathered finish (its error, if any, no longer matters): the job reads
+  /// the epoch's order and training set, and writes a slot.
+  void stop() noexcept {
+    prefetcher_.drain();
+    prefetched_ = no_batch;
+  }
+  /// stop() when an epoch ends, by an exception too.
+  struct StopScope {
+    BatchStaging& staging;
+    ~StopScope() { staging.stop(); }
+  };
+
+ private:
+  static constexpr std::size_t no_batch = std::numeric_limits<std::size_t>::max();
+  std::function<void()> activate_;
+  std::vector<std::size_t> order_;
+  std::array<HostBuffer<float, Staging>, 2> x_; // slot 0 unless prefetching
+  std::array<HostBuffer<std::int32_t, Staging>, 2> y_;
+  BatchPrefetcher prefetcher_;        // after the slots: destroyed first, its job writes them
+  std::size_t prefetched_ = no_batch; // the batch the prefetcher gathers (no_batch: none)
+};
+
+} // namespace cohort::detail

@@ -1,0 +1,95 @@
+#pragma once
+/// \file
+/// How a Trainer sets itself up from its options, before the first step: the options checked,
+/// the optimiser configured (parameter groups, clipping, a schedule's first momentum), the CPU
+/// pool sized, and the engine's options with the settings every rank must share.
+
+#include <string_view>
+#include <vector>
+
+#include "cohort/backend/cpu.hpp"
+#include "cohort/backend/cpu/available_cores.hpp"
+#include "cohort/core/error.hpp"
+#include "cohort/optim/optimizer.hpp"
+#include "cohort/optim/parameter_groups.hpp"
+#include "cohort/train/engine/engine.hpp"
+#include "cohort/train/trainer_options.hpp"
+
+namespace cohort::detail {
+
+/// The optimiser's rate at construction, the base of o.lr_schedule (0 when none is set).
+template <class Opt>
+double schedulable_lr(const Opt& opt, const TrainerOptions& o) {
+  if (o.lr_schedule.empty()) return 0.0;
+  if constexpr (requires(Opt & x) {
+                  x.set_lr(1.0);
+                  { x.lr() } -> std::convertible_to<double>;
+                })
+    return double(opt.lr());
+  else
+    throw ValueError("Trainer: a learning-rate schedule needs an optimiser with set_lr() and lr() (Sgd, Adam, "
+                     "Adadelta, OptimizerVariant)");
+}
+/// `opt` with the options' parameter groups and gradient clipping (engines copy them to every
+/// replica and device).
+template <class Net, class Opt>
+Opt configured(Opt opt, const TrainerOptions& o) {
+  if constexpr (requires(Opt & x) {
+                  x.set_parameter_groups(std::vector<ParameterGroup>{});
+                  x.set_max_grad_norm(1.0);
+                }) {
+    if (o.parameter_groups) opt.set_parameter_groups(parameter_groups<Net>(o.parameter_groups));
+    if (o.max_grad_norm != 0) opt.set_max_grad_norm(o.max_grad_norm);
+  } else if (o.parameter_groups || o.max_grad_norm != 0) {
+    throw ValueError("Trainer: parameter_groups and max_grad_norm need an optimiser with set_parameter_groups() and "
+                     "set_max_grad_norm() (cohort's optimisers derive them from detail::OptimizerBase)");
+  }
+  // A schedule that cycles the momentum sets it now, as torch's OneCycleLR does when built:
+  // an optimiser without one fails here, before any data is read.
+  if (const auto m = o.lr_schedule.momentum(0)) {
+    if constexpr (requires(Opt & x) { x.set_momentum(0.9); })
+      opt.set_momentum(*m);
+    else
+      throw ValueError(concat("Trainer: the learning-rate schedule cycles the momentum, and ", optimizer_name(opt),
+                              " has none (torch's OneCycleLR refuses it too): add cycle_momentum=0"));
+  }
+  return opt;
+}
+
+/// Sizes the process's CPU pool from o.threads (the policies that train on it).
+template <class Parallel>
+CoreBudget use_threads(const TrainerOptions& o) {
+  if constexpr (!host_memory_backend<typename Parallel::backend>) {
+    return {num_threads(), "a device policy: the CPU pool is left as it was"};
+  } else if constexpr (Parallel::name == std::string_view("ThreadedReplicas")) {
+    return {o.parallel.threads_per_replica, "per replica (parallel.threads_per_replica)"};
+  } else {
+    const CoreBudget b = o.threads ? CoreBudget{o.threads, "TrainerOptions::threads"} : available_cores();
+    set_num_threads(b.threads);
+    return b;
+  }
+}
+inline TrainerOptions&& checked(TrainerOptions& o) {
+  if (o.batch_size == 0) throw ValueError("Trainer: batch_size must be at least 1");
+  if (o.eval_batch_size == 0) throw ValueError("Trainer: eval_batch_size must be at least 1");
+  if (o.accumulation_steps == 0) throw ValueError("Trainer: accumulation_steps must be at least 1");
+  return std::move(o);
+}
+/// What the engine is built with; the settings every rank must share.
+template <class Net>
+EngineOptions engine_options(const TrainerOptions& o) {
+  EngineOptions e{.seed = o.seed, .parallel = o.parallel, .loss_scale = o.loss_scale, .loss = o.loss};
+  e.agreement = {
+      concat("batch_size: ", o.batch_size),
+      concat("accumulation_steps: ", o.accumulation_steps),
+      concat("seed: ", o.seed),
+      concat("shuffle: ", o.shuffle),
+      concat("max_steps: ", o.max_steps),
+      concat("max_grad_norm: ", exact_text(o.max_grad_norm)),
+      concat("parameter_groups: ", o.parameter_groups ? parameter_groups<Net>(o.parameter_groups).size() : 0),
+      concat("label_smoothing: ", exact_text(o.loss.label_smoothing)),
+      concat("class_weights: ", class_weights_text(o.loss.class_weights))};
+  return e;
+}
+
+} // namespace cohort::detail

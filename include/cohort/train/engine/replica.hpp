@@ -1,0 +1,144 @@
+#pragma once
+/// \file
+/// A Replica: one network instance on the CPU without parameters of its own (executor, gradient
+/// store, loss, thread pool), which every CPU engine trains and evaluates through; and the
+/// helpers around it (initial parameters, a micro-batch's StepInfo, correct predictions).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "cohort/backend/cpu.hpp"
+#include "cohort/backend/cpu/convert.hpp"
+#include "cohort/network/executor.hpp"
+#include "cohort/network/parameters.hpp"
+#include "cohort/tensor/batch.hpp"
+#include "cohort/tensor/buffer.hpp"
+#include "cohort/train/engine/default_loss.hpp"
+#include "cohort/train/engine/micro_step.hpp"
+
+namespace cohort::detail {
+
+/// Parameters initialised from `seed` (every replica and rank starts from the same values).
+template <class Params>
+Params initialized_parameters(std::uint64_t seed) {
+  Params p;
+  p.initialize(seed);
+  return p;
+}
+
+/// The StepInfo of a training micro-batch: its dropout masks follow the global sample numbers
+/// `offset`, `offset + stride`, ...; only `update_buffers` passes move running statistics.
+inline StepInfo train_step_info(std::uint64_t seed, const MicroStep& m, std::uint64_t offset = 0,
+                                std::uint64_t stride = 1, bool update_buffers = true) {
+  return {.mode = Mode::train,
+          .seed = seed,
+          .step = m.forward_pass,
+          .sample_offset = offset,
+          .sample_stride = stride,
+          .update_buffers = update_buffers};
+}
+
+/// Predictions that match the labels, from (n, classes) scores.
+template <class Net>
+std::size_t count_correct(const float* y, std::span<const std::int32_t> labels) {
+  constexpr std::size_t k = Net::output_shape::size;
+  std::size_t correct = 0;
+  for (std::size_t n = 0; n < labels.size(); ++n) {
+    const float* row = y + n * k;
+    correct += std::size_t(std::max_element(row, row + k) - row) == std::size_t(labels[n]);
+  }
+  return correct;
+}
+
+/// A network instance without parameters of its own: an executor, a gradient store, a loss and
+/// the CPU threads it computes on, with storage type T (float, or a 16-bit type under mixed
+/// precision: inputs are converted, gradients stay float). Replicas share one set of
+/// parameters; nothing is copied per step.
+template <class Net, class T = float>
+class Replica {
+ public:
+  using params_type = Parameters<Net, T, Cpu>;
+  using grads_type = Gradients<Net, T, Cpu>;
+  using input_view = ConstBatchView<typename Net::input_shape, float>;
+
+  /// `pool`: the threads this replica's kernels run on (one replica's pool is never used by two
+  /// threads at once); `loss`: CrossEntropyLoss's smoothing and class weights.
+  explicit Replica(ThreadPool& pool, const CrossEntropyOptions& loss = {})
+      : ctx_{&pool}, loss_(make_loss<loss_type, Net::output_shape::size>(loss)) {
+    loss_.set_context(ctx_);
+  }
+
+  /// Forward, loss and backward on one (micro-)batch; parameter gradients are written into `g`
+  /// (added when `accumulate`), scaled by `grad_scale` (the batch's share of the global batch,
+  /// times the loss scale). `hook(layer)` runs as each layer's gradients become final.
+  /// `master`: the float master weights under mixed precision. `denominator`: what the loss is
+  /// normalised by (0: the batch's own count or weight total; see ShardNorm). Returns the loss.
+  template <class Hook = NoHook>
+  double train(params_type& p, grads_type& g, input_view x, std::span<const std::int32_t> labels, const StepInfo& info,
+               double grad_scale, bool accumulate, Hook&& hook = {}, const float* master = nullptr,
+               double denominator = 0) {
+    const auto y = exec_.forward(ctx_, info, p, input(x), master);
+    const double l = forward_loss(y, labels, grad_scale, denominator);
+    exec_.backward(ctx_, p, g, loss_.backward(), {.accumulate = accumulate}, std::forward<Hook>(hook), master);
+    return l;
+  }
+
+  /// (correct predictions, summed loss) in evaluation mode.
+  std::pair<std::size_t, double> evaluate(params_type& p, input_view x, std::span<const std::int32_t> labels,
+                                          std::uint64_t seed, const float* master = nullptr) {
+    const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
+    const auto y = exec_.forward(ctx_, info, p, input(x), master);
+    const double l = loss_.forward(y, labels);
+    if constexpr (std::is_same_v<T, float>) {
+      return {count_correct<Net>(y.data(), labels), l * double(x.batch())};
+    } else {
+      scores_.resize(y.size());
+      cpu::load_floats(cpu::active_isa(), y.data(), scores_.data(), y.size());
+      return {count_correct<Net>(scores_.data(), labels), l * double(x.batch())};
+    }
+  }
+
+  grads_type& gradients() noexcept { return grads_; }
+  Executor<Net, T, Cpu>& executor() noexcept { return exec_; }
+  const auto& loss() const noexcept { return loss_; }
+  CpuContext& context() noexcept { return ctx_; }
+
+  /// Room for one gathered micro-batch (deterministic chunks), reused across steps.
+  HostBuffer<float> chunk_x;
+  std::vector<std::int32_t> chunk_labels;
+
+ private:
+  /// The batch in the network's storage type (the float images converted for 16 bits).
+  ConstBatchView<typename Net::input_shape, T> input(input_view x) {
+    if constexpr (std::is_same_v<T, float>) {
+      return x;
+    } else {
+      input_.resize(std::max(input_.size(), x.size()));
+      cpu::store_floats(cpu::active_isa(), x.data(), input_.data(), x.size());
+      return {input_.data(), x.batch()};
+    }
+  }
+
+  template <class Y>
+  double forward_loss(const Y& y, std::span<const std::int32_t> labels, double grad_scale, double denominator) {
+    if constexpr (requires { loss_.forward(y, labels, grad_scale, denominator); })
+      return loss_.forward(y, labels, grad_scale, denominator);
+    else
+      return loss_.forward(y, labels, grad_scale); // NllLoss: never given a denominator (make_loss)
+  }
+
+  using loss_type = default_loss_t<Net, T>;
+  CpuContext ctx_;
+  Executor<Net, T, Cpu> exec_;
+  grads_type grads_;
+  loss_type loss_;
+  HostBuffer<T> input_;      // 16-bit storage: the converted batch
+  HostBuffer<float> scores_; // 16-bit storage: evaluation scores in float
+};
+
+} // namespace cohort::detail
