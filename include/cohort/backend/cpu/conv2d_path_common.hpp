@@ -100,9 +100,9 @@ inline constexpr std::size_t transient_guard = 16;
 /// passes: it grows to the largest layer's need, then never allocates.
 inline float* transient(Transient kind, std::size_t n) {
   thread_local HostBuffer<float> buffers[transient_kinds];
-  thread_local std::size_t asked[transient_kinds] = {};
   auto& b = buffers[std::size_t(kind)];
 #if COHORT_CHECK_SCRATCH
+  thread_local std::size_t asked[transient_kinds] = {};
   constexpr float canary = -1.2345e-38f; // a subnormal no kernel output ends in by chance
   std::size_t& last = asked[std::size_t(kind)];
   for (std::size_t i = 0; i < transient_guard && last + i < b.size(); ++i)
@@ -113,7 +113,6 @@ inline float* transient(Transient kind, std::size_t n) {
   std::fill(b.data() + n, b.data() + n + transient_guard, canary);
   last = n;
 #else
-  (void)asked;
   if (b.size() < n) b.resize(n);
 #endif
   return b.data();
