@@ -61,10 +61,10 @@ def run(cmd, timeout=900):
 
 def step_seconds(out, global_batch):
     """train_mnist's partial-epoch line -> seconds per step."""
-    m = re.search(r"epoch 0 \(partial\): ([0-9.]+) s, ([0-9.]+) samples/s", out)
-    if not m:
+    samples_per_s = netns_cluster().partial_epoch_samples_per_s(out)
+    if samples_per_s is None:
         sys.exit(f"scaling_model: no partial-epoch line in:\n{out}")
-    return global_batch / float(m[2])
+    return global_batch / samples_per_s
 
 
 def parse_profile(out):
@@ -80,9 +80,15 @@ def parse_profile(out):
     return layers, extra
 
 
-def measure(a):
+def netns_cluster():
+    """tests/mpi/netns_cluster.py: the emulated cluster's set-up, launch agent and mpirun line."""
     sys.path.insert(0, os.path.join(HERE, "..", "tests", "mpi"))
-    import netns_cluster as nc  # the emulated cluster's set-up, launch agent and mpirun line
+    import netns_cluster as nc
+    return nc
+
+
+def measure(a):
+    nc = netns_cluster()
 
     exe = lambda name: os.path.join(a.build, "bench" if name in ("collective_time", "profile_layers") else "examples", name)
     out = open(a.out, "a")
@@ -175,13 +181,10 @@ def small_test_set(source, target):
 
 
 def shape(nc, ns, rate):
-    """tc's token bucket at `rate`. Its burst is 400 us of the rate (at least 32 KB): a bucket
-    much larger lets small messages through at memory speed, a much smaller one cannot reach
-    10 Gbit/s. (A queue of 50 ms; tests/mpi/netns_cluster.py's tests use a fixed 256 KB burst.)"""
-    burst = max(32 * 1024, int(rate_bits(rate) / 8 * 400e-6))
-    nc.sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "data0", "root", check=False)
-    nc.sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "data0", "root", "tbf", "rate", rate, "burst",
-          str(burst), "latency", "50ms")
+    """tc's token bucket at `rate` (netns_cluster's shape_data_link). Its burst is 400 us of the
+    rate (at least 32 KB): a bucket much larger lets small messages through at memory speed, a
+    much smaller one cannot reach 10 Gbit/s. (netns_cluster.py's tests use a fixed 256 KB.)"""
+    nc.shape_data_link(ns, rate, str(max(32 * 1024, int(rate_bits(rate) / 8 * 400e-6))))
 
 
 # ---------------------------------------------------------------------------------------------

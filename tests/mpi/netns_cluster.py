@@ -66,11 +66,19 @@ def node_ip(net, i):
     return f"{net}.{10 + i}"
 
 
-def shape_data_link(ns, rate):
-    """Limits node `ns`'s data link to `rate` (tc's token bucket, replacing any earlier one)."""
+def shape_data_link(ns, rate, burst="256kb"):
+    """Limits node `ns`'s data link to `rate` (tc's token bucket with `burst` and a 50 ms queue,
+    replacing any earlier one)."""
     sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "data0", "root", check=False)
-    sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "data0", "root", "tbf", "rate", rate, "burst", "256kb",
+    sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "data0", "root", "tbf", "rate", rate, "burst", burst,
        "latency", "50ms")
+
+
+def partial_epoch_samples_per_s(out):
+    """samples/s of train_mnist's partial-epoch line ("epoch 0 (partial): 1.23 s, 4860 samples/s"),
+    or None."""
+    m = re.search(r"epoch 0 \(partial\): ([0-9.]+) s, ([0-9.]+) samples/s", out)
+    return float(m[2]) if m else None
 
 
 def setup(nodes, rate):
@@ -264,8 +272,7 @@ def case_steptime(agent, hostfile):
                                                    "--log-interval", "0"], 600)
                 if rc != 0:
                     fail(f"train_mnist --compress {c} failed at {rate}")
-                m = re.search(r"epoch 0 \(partial\): ([0-9.]+) s, ([0-9.]+) samples/s", out)
-                results[c].append(float(m[2]))
+                results[c].append(partial_epoch_samples_per_s(out))
         for c, v in results.items():
             v.sort()
             med = v[len(v) // 2]
