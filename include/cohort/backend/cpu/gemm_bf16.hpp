@@ -30,7 +30,6 @@
 /// element of C is summed by one thread in a fixed order: results do not depend on the thread count.
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -38,7 +37,6 @@
 #include <cstring>
 #include <span>
 #include <stdexcept>
-#include <string_view>
 
 #include "cohort/backend/cpu/bf16_dot_engine.hpp"
 #include "cohort/backend/cpu/simd.hpp"
@@ -47,12 +45,7 @@
 #include "cohort/tensor/buffer.hpp"
 
 #if COHORT_X86
-#include <cpuid.h>
 #include <immintrin.h>
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 #endif
 
 #pragma GCC diagnostic push
