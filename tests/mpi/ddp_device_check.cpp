@@ -18,6 +18,14 @@
 //       MixedPrecision<fp16> (model C, Adam): every rank holds the same weights, loss scale and
 //       skipped-step count; an overflow in the last rank's batch alone skips the step on every
 //       rank; rank 0's weights match one process's fp16 training on the global batch within 1e-3
+//   mpirun -np N ddp_device_check compressed --compress bf16|fp16 [--error-feedback] --limit L
+//       the ranks' compressed all-reduce (RankAllReduce<Mpi, ThrustDevice>) on known gradients:
+//       with 2 ranks each sum is the CPU engine's (both packed, added, rounded), bit for bit, and
+//       the residual is the host's; then model C, 2 epochs, global batch 32 with compressed
+//       buckets: every rank holds the same weights, within L of one float device process per
+//       tensor and not equal to it
+//   mpirun -np 3 --enable-recovery ddp_device_check fault ... --compress bf16: the fault cases
+//       with compressed buckets; equivalence --rank1-compress bf16: rank 1 alone compresses
 //   mpirun -np 3 ddp_device_check device_setup [--visible V] [--visible-rank1 V1]
 //       ProcessGroupDDP's device set-up (parallel/device_assignment.hpp) on the instrumented
 //       device of support/instrumented_device.hpp, each rank seeing V GPUs (rank 1: V1): trains
@@ -31,11 +39,13 @@
 #include <cohort/mpi.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "mpi/ddp_support.hpp"
+#include "support/awkward_gradients.hpp"
 #include "support/bands.hpp"
 #include "support/compare.hpp"
 #include "support/instrumented_device.hpp"
@@ -50,11 +60,16 @@ using test::worst_tensor_difference;
 
 namespace {
 
+GradientCompression compression = GradientCompression::none; // --compress
+bool error_feedback = false;                                 // --error-feedback
+
 TrainerOptions options(std::size_t batch, std::uint64_t max_steps = 0, std::size_t bucket_kib = 1u << 20,
                        double timeout_s = 60) {
   TrainerOptions o{.batch_size = batch, .seed = 11, .max_steps = max_steps, .log = nullptr};
   o.parallel.timeout_s = timeout_s;
   o.parallel.bucket_kib = bucket_kib; // default: one bucket holds the whole store
+  o.parallel.compression = compression;
+  o.parallel.error_feedback = error_feedback;
   return o;
 }
 
@@ -161,6 +176,96 @@ int mixed() {
   return failed | !(d <= 1e-3);
 }
 
+/// The compressed all-reduce on known gradients (rank r's: awkward_gradients(seed + r)), two
+/// steps; with 2 ranks the sums are the CPU engine's reduction of the two packed values.
+int compressed_sums() {
+  using Reduce = device::RankAllReduce<Mpi, ThrustDevice>;
+  constexpr std::size_t n = 3000;
+  const int rank = world_rank(), world = world_size();
+  MpiCommunicator comm(60);
+  ThrustDevice::context ctx{};
+  Reduce reduce(comm, ctx,
+                {{.begin = 1000, .end = 3000, .first_layer = 2}, {.begin = 0, .end = 1000, .first_layer = 0}},
+                {.format = compression, .error_feedback = error_feedback});
+  std::vector<std::vector<float>> residual(std::size_t(world), std::vector<float>(n, 0.f));
+  int failed = 0;
+  for (std::uint32_t step = 0; step < 2; ++step) {
+    std::vector<std::vector<std::uint16_t>> wire(static_cast<std::size_t>(world), std::vector<std::uint16_t>(n));
+    for (int p = 0; p < world; ++p) { // every rank's packing, as the host does it
+      const auto g = test::awkward_gradients(n, 100 * step + std::uint32_t(p));
+      detail::pack_gradients(compression, g.data(), wire[std::size_t(p)].data(), n,
+                             error_feedback ? residual[std::size_t(p)].data() : nullptr);
+    }
+    const auto mine = test::awkward_gradients(n, 100 * step + std::uint32_t(rank));
+    DeviceBuffer<float> grads;
+    grads.assign_from_host(mine.data(), n);
+    reduce.begin(grads.data());
+    reduce.start(comm, ctx, 0);
+    reduce.start(comm, ctx, 1);
+    reduce.finish(comm, ctx);
+    const std::vector<float> got = grads.to_host();
+    std::vector<float> everyone(got.size() * std::size_t(world));
+    MPI_Allgather(got.data(), int(n), MPI_FLOAT, everyone.data(), int(n), MPI_FLOAT, MPI_COMM_WORLD);
+    bool same = true; // bits: fp16 sums of +inf and -inf are NaN
+    for (int p = 0; p < world; ++p)
+      same &= std::memcmp(everyone.data() + std::size_t(p) * n, got.data(), n * sizeof(float)) == 0;
+    if (!same) {
+      std::fprintf(stderr, "ddp_device_check: rank %d: step %u: the ranks' compressed sums differ\n", rank, step);
+      failed = 1;
+    }
+    if (error_feedback && reduce.residual() != residual[std::size_t(rank)]) {
+      std::fprintf(stderr, "ddp_device_check: rank %d: step %u: the residual is not the host's\n", rank, step);
+      failed = 1;
+    }
+    if (world == 2) {
+      std::vector<std::uint16_t> sum(wire[1]);
+      detail::add_packed(compression, wire[0].data(), sum.data(), n);
+      std::vector<float> expected(n);
+      detail::unpack_gradients(compression, sum.data(), expected.data(), n);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < n; ++i) differ += std::memcmp(&got[i], &expected[i], sizeof(float)) != 0;
+      if (differ) {
+        std::fprintf(stderr, "ddp_device_check: rank %d: step %u: %zu of %zu sums differ from the CPU engine's\n", rank,
+                     step, differ, n);
+        failed = 1;
+      }
+    }
+  }
+  if (rank == 0)
+    std::printf("%s%s, %d device rank(s): known sums %s\n", std::string(compression_name(compression)).c_str(),
+                error_feedback ? " with error feedback" : "", world,
+                failed       ? "WRONG"
+                : world == 2 ? "bitwise the CPU engine's"
+                             : "the same on every rank");
+  return failed;
+}
+
+/// Model C, 2 epochs, global batch 32 with compressed buckets: every rank alike, within `limit`
+/// of one float device process per tensor, and not equal to it (the rounding happened).
+int compressed(double limit) {
+  int failed = compressed_sums();
+  const Bands data(128, 1);
+  const std::size_t global = 32, per_rank = global / std::size_t(world_size());
+  const Sgd<> sgd({.lr = 0.05, .momentum = 0.9});
+  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi, ThrustDevice>> ddp(sgd, options(per_rank, 0, 4));
+  ddp.fit(data, 2);
+  const auto w = values(ddp.parameters());
+  failed |= check_identical("ddp_device_check", w);
+  if (world_rank() != 0) return failed;
+  const GradientCompression saved = compression;
+  const bool saved_feedback = error_feedback;
+  compression = GradientCompression::none, error_feedback = false;
+  Trainer<models::ModelC, Sgd<>, SingleDevice<ThrustDevice>> one(sgd, options(global));
+  compression = saved, error_feedback = saved_feedback;
+  one.fit(data, 2);
+  const auto [d, worst] = worst_tensor_difference<models::ModelC>(w, values(one.parameters()));
+  std::printf("%s%s, %d device rank(s): worst tensor %s differs from one float device process by %.3g of its largest "
+              "value (limit %.3g)\n",
+              std::string(compression_name(compression)).c_str(), error_feedback ? " with error feedback" : "",
+              world_size(), worst.c_str(), d, limit);
+  return failed | !(d <= limit) | (d == 0);
+}
+
 /// ddp_check's fault cases on the device engine: rank 1 stops or dies inside the collective
 /// `f` names; the survivors must fail within the deadline (3 s), naming it.
 int fault(const test::Fault& f, const std::string& save) {
@@ -197,9 +302,22 @@ int main(int argc, char** argv) {
   test::Fault f;
   std::string save;
   int visible = 8, visible_rank1 = -2;
-  for (int i = 2; i + 1 < argc; ++i) {
+  double limit = 0;
+  for (int i = 2; i < argc; ++i) {
     const std::string s = argv[i];
-    if (s == "--signal")
+    if (s == "--error-feedback") {
+      error_feedback = true;
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    if (s == "--compress")
+      compression = parse_compression(argv[++i]);
+    else if (s == "--rank1-compress") { // rank 1 alone: the ranks must refuse to train together
+      const GradientCompression c = parse_compression(argv[++i]);
+      if (world_rank() == 1) compression = c;
+    } else if (s == "--limit")
+      limit = std::stod(argv[++i]);
+    else if (s == "--signal")
       f.signal = argv[++i];
     else if (s == "--at")
       f.at = argv[++i];
@@ -219,6 +337,7 @@ int main(int argc, char** argv) {
     if (mode == "resume") return resume();
     if (mode == "mixed") return mixed();
     if (mode == "fault") return fault(f, save);
+    if (mode == "compressed") return compressed(limit);
     if (mode == "device_setup") return device_setup(visible, visible_rank1 == -2 ? visible : visible_rank1);
     std::fprintf(stderr, "ddp_device_check: unknown mode \"%s\"\n", mode.c_str());
     return 2;

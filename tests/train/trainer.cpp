@@ -197,3 +197,27 @@ TEST_CASE("Trainer: a learning-rate schedule sets every step's rate (per epoch o
   adam.set_momentum(0.85);
   CHECK(adam.options().beta1 == 0.85);
 }
+
+TEST_CASE("Trainer: gradient compression outside ProcessGroupDDP, or error feedback alone, is refused by name") {
+  using Net = models::ModelC;
+  TrainerOptions o{.batch_size = 8, .log = nullptr};
+  o.parallel.compression = GradientCompression::bf16;
+  using One = Trainer<Net, Sgd<>>;
+  using Replicas = Trainer<Net, Sgd<>, ThreadedReplicas<2>>;
+  CHECK_THROWS_WITH_AS(One(Sgd({.lr = 0.1}), o),
+                       "Trainer: parallel.compression = bf16 under SingleDevice: gradient compression applies to "
+                       "ProcessGroupDDP only (SingleDevice sums gradients in memory)",
+                       ValueError);
+  o.parallel.error_feedback = true;
+  CHECK_THROWS_WITH_AS(Replicas(Sgd({.lr = 0.1}), o),
+                       "Trainer: parallel.compression = bf16 with error_feedback under ThreadedReplicas: gradient "
+                       "compression applies to ProcessGroupDDP only (ThreadedReplicas sums gradients in memory)",
+                       ValueError);
+  o.parallel.compression = GradientCompression::none;
+  CHECK_THROWS_WITH_AS(One(Sgd({.lr = 0.1}), o),
+                       "Trainer: parallel.compression = none with error_feedback under SingleDevice: gradient "
+                       "compression applies to ProcessGroupDDP only (SingleDevice sums gradients in memory)",
+                       ValueError);
+  o.parallel.error_feedback = false;
+  CHECK_NOTHROW(One(Sgd({.lr = 0.1}), o));
+}

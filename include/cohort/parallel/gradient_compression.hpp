@@ -19,6 +19,10 @@
 /// the rounding error is delayed, not lost. The residual is per rank and is not saved in
 /// checkpoints: a run resumed with error feedback restarts it at zero.
 ///
+/// The device engines (ProcessGroupDDP<Nccl, Cuda>, ProcessGroupDDP<Mpi, ThrustDevice>) pack and
+/// widen on the device with the same rounding (backend/device/gradient_packing.hpp); NCCL then
+/// sums ncclBfloat16 / ncclHalf buffers, MPI the packed values with the reduction above.
+///
 /// In deterministic mode each chunk's gradient is rounded on its own and the chunks are summed
 /// in float in chunk order: the weights stay bitwise the same for every world size dividing the
 /// chunk count, compressed or not.
@@ -29,6 +33,7 @@
 #include <string_view>
 
 #include "cohort/core/error.hpp"
+#include "cohort/core/macros.hpp"
 #include "cohort/precision/half.hpp"
 
 namespace cohort {
@@ -49,27 +54,35 @@ inline GradientCompression parse_compression(std::string_view text) {
 
 namespace detail {
 
-/// float <-> the 16-bit format's bits.
-inline std::uint16_t to_wire(GradientCompression c, float v) noexcept {
+/// float <-> the 16-bit format's bits (host and device code: the device engines pack with these
+/// too, so every backend rounds alike).
+COHORT_HOST_DEVICE constexpr std::uint16_t to_wire(GradientCompression c, float v) noexcept {
   return c == GradientCompression::fp16 ? float_to_half_bits(v) : float_to_bfloat16_bits(v);
 }
-inline float from_wire(GradientCompression c, std::uint16_t b) noexcept {
+COHORT_HOST_DEVICE constexpr float from_wire(GradientCompression c, std::uint16_t b) noexcept {
   return c == GradientCompression::fp16 ? half_bits_to_float(b) : bfloat16_bits_to_float(b);
 }
 
-/// out[i] = the 16-bit value of g[i] (+ residual[i]); the residual then holds what rounding
-/// dropped. residual = nullptr: no error feedback.
+/// One gradient value onto the wire: `g` (+ `*residual`), rounded; the residual then holds what
+/// rounding dropped (zero when the value overflowed). residual = nullptr: no error feedback.
+COHORT_HOST_DEVICE constexpr std::uint16_t pack_gradient(GradientCompression c, float g, float* residual) noexcept {
+  if (!residual) return to_wire(c, g);
+  const float v = g + *residual;
+  const std::uint16_t out = to_wire(c, v);
+  const float dropped = v - from_wire(c, out);
+  // An overflow (fp16's inf) drops no finite amount: carrying inf or NaN would poison every
+  // later step of this element, so the residual restarts at zero (the step itself overflows and
+  // is skipped under MixedPrecision).
+  *residual = dropped - dropped == 0.f ? dropped : 0.f;
+  return out;
+}
+/// out[i] = pack_gradient(g[i], residual + i), for i in [0, n).
 inline void pack_gradients(GradientCompression c, const float* g, std::uint16_t* out, std::size_t n,
                            float* residual) noexcept {
-  if (residual) {
-    for (std::size_t i = 0; i < n; ++i) {
-      const float v = g[i] + residual[i];
-      out[i] = to_wire(c, v);
-      residual[i] = v - from_wire(c, out[i]);
-    }
-  } else {
+  if (residual)
+    for (std::size_t i = 0; i < n; ++i) out[i] = pack_gradient(c, g[i], residual + i);
+  else
     for (std::size_t i = 0; i < n; ++i) out[i] = to_wire(c, g[i]);
-  }
 }
 inline void unpack_gradients(GradientCompression c, const std::uint16_t* in, float* g, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) g[i] = from_wire(c, in[i]);

@@ -43,6 +43,8 @@
 
 #include "cohort/backend/cuda.cuh"
 #include "cohort/backend/cuda/stream.cuh"
+#include "cohort/backend/device/device_buffer.hpp"
+#include "cohort/backend/device/gradient_packing.hpp"
 #include "cohort/backend/device/replica_all_reduce.hpp"
 #include "cohort/mpi.hpp"
 #include "cohort/parallel/collective_watchdog.hpp"
@@ -57,13 +59,31 @@ namespace gpu {
 /// so it overlaps the backward kernels of earlier layers. start() does not block the host;
 /// finish() waits until every bucket is summed, through `watch(NcclOperation&, what)` (a
 /// watchdog: deadline, asynchronous errors, abort), then makes the compute stream wait too.
+///
+/// With compression (ProcessGroupDDP's options.parallel.compression) each bucket is packed to
+/// bf16 / fp16 on the communication stream (device/gradient_packing.hpp: the CPU engine's
+/// rounding, error feedback included), all-reduced as ncclBfloat16 / ncclFloat16 (NCCL rounds
+/// every partial sum to the 16-bit type) and widened back into the float gradients there.
 class BucketedAllReduce {
  public:
-  BucketedAllReduce(NcclComm& comm, std::span<const GradientBucket> buckets)
-      : comm_(comm), device_(comm.device()), buckets_(buckets.begin(), buckets.end()), stream_(device_),
-        done_(device_) {
+  BucketedAllReduce(NcclComm& comm, std::span<const GradientBucket> buckets,
+                    const device::BucketCompression& compression = {})
+      : comm_(comm), device_(comm.device()), buckets_(buckets.begin(), buckets.end()), stream_(device_), done_(device_),
+        compression_(compression.format) {
     ready_.reserve(buckets_.size());
     for (std::size_t b = 0; b < buckets_.size(); ++b) ready_.emplace_back(device_);
+    if (compressed()) {
+      std::size_t n = 0;
+      for (const GradientBucket& k : buckets_) n = std::max(n, k.end);
+      gpu::detail::DeviceGuard on(device_); // the buffers live on this communicator's GPU
+      wire_.resize(n);
+      if (compression.error_feedback) residual_.resize(n); // zeroed
+    }
+  }
+  /// Error feedback: what rounding has dropped so far (empty without it).
+  std::vector<float> residual() const {
+    gpu::detail::DeviceGuard on(device_);
+    return residual_.to_host();
   }
   void begin(float* grads) noexcept { grads_ = grads, next_ = 0; }
   /// Backward (queued on `compute`) has produced bucket b: all-reduce it on the communication
@@ -81,12 +101,24 @@ class BucketedAllReduce {
     const GradientBucket& k = buckets_[b];
     ready_[b].record(compute);
     stream_.wait(ready_[b]);
-    const ncclResult_t r =
-        ncclAllReduce(grads_ + k.begin, grads_ + k.begin, k.size(), ncclFloat, ncclSum, comm_.get(), stream_.get());
+    ncclResult_t r = ncclSuccess;
+    if (compressed()) {
+      const auto on_stream = thrust::cuda::par_nosync.on(stream_.get());
+      std::uint16_t* wire = wire_.data() + k.begin;
+      device::pack_gradients(on_stream, compression_, grads_ + k.begin, wire, k.size(),
+                             residual_.size() ? residual_.data() + k.begin : nullptr);
+      r = ncclAllReduce(wire, wire, k.size(), compression_ == GradientCompression::fp16 ? ncclFloat16 : ncclBfloat16,
+                        ncclSum, comm_.get(), stream_.get());
+    } else {
+      r = ncclAllReduce(grads_ + k.begin, grads_ + k.begin, k.size(), ncclFloat, ncclSum, comm_.get(), stream_.get());
+    }
     if (r != ncclSuccess) { // ncclInProgress: still being enqueued (non-blocking), wait; else fail at once
       NcclOperation op(comm_, nullptr, r == ncclInProgress ? ncclSuccess : r);
       watch(op, what());
     }
+    if (compressed()) // queued behind the all-reduce (enqueued now: the wait above)
+      device::unpack_gradients(thrust::cuda::par_nosync.on(stream_.get()), compression_, wire_.data() + k.begin,
+                               grads_ + k.begin, k.size());
     ++next_;
   }
   /// Starts the buckets backward did not (a replica without samples), waits until every
@@ -102,12 +134,17 @@ class BucketedAllReduce {
   }
 
  private:
+  bool compressed() const noexcept { return compression_ != GradientCompression::none; }
+
   NcclComm& comm_;
   int device_;
   std::vector<GradientBucket> buckets_;
   Stream stream_;
   std::vector<Event> ready_; // one per bucket: the compute stream has produced it
   Event done_;               // the communication stream has summed every bucket
+  GradientCompression compression_;
+  DeviceBuffer<std::uint16_t> wire_; // compressed: the packed buckets, summed in place by NCCL
+  DeviceBuffer<float> residual_;     // error feedback
   float* grads_ = nullptr;
   std::size_t next_ = 0;
 };
@@ -197,7 +234,8 @@ class device::RankAllReduce<Nccl, Cuda> {
   }
 
  public:
-  RankAllReduce(MpiCommunicator& mpi, CudaContext& ctx, std::vector<GradientBucket> buckets)
+  RankAllReduce(MpiCommunicator& mpi, CudaContext& ctx, std::vector<GradientBucket> buckets,
+                const device::BucketCompression& compression = {})
       : buckets_(std::move(buckets)), comm_(ctx.device, mpi.timeout()) {
     ncclUniqueId id{};
     if (mpi.rank() == 0)
@@ -210,7 +248,7 @@ class device::RankAllReduce<Nccl, Cuda> {
     ncclResult_t r = ncclCommInitRankConfig(comm_.out(), mpi.size(), id, mpi.rank(), &cfg);
     gpu::NcclOperation creation(comm_, nullptr, r == ncclInProgress ? ncclSuccess : r);
     watch(mpi)(creation, "the creation of the NCCL communicator");
-    gpu_ = std::make_unique<gpu::BucketedAllReduce>(comm_, buckets_);
+    gpu_ = std::make_unique<gpu::BucketedAllReduce>(comm_, buckets_, compression);
   }
   RankAllReduce(const RankAllReduce&) = delete;
   RankAllReduce& operator=(const RankAllReduce&) = delete;
@@ -224,6 +262,7 @@ class device::RankAllReduce<Nccl, Cuda> {
   void start(MpiCommunicator& mpi, CudaContext& ctx, std::size_t b) { gpu_->start(ctx.stream, b, watch(mpi)); }
   void finish(MpiCommunicator& mpi, CudaContext& ctx) { gpu_->finish(ctx.stream, watch(mpi)); }
   const std::vector<GradientBucket>& buckets() const noexcept { return buckets_; }
+  std::vector<float> residual() const { return gpu_->residual(); }
 
  private:
   std::vector<GradientBucket> buckets_;

@@ -56,9 +56,9 @@ struct DataParallelOptions {
   /// statistics.
   bool deterministic = false;
   std::size_t deterministic_chunks = 4;
-  /// ProcessGroupDDP on the CPU: gradient buckets travel and are summed as bf16 or fp16, half
-  /// the bytes of float (parallel/gradient_compression.hpp); none: float, as by default in
-  /// PyTorch. Every rank must use the same.
+  /// ProcessGroupDDP (every backend and Comm): gradient buckets travel and are summed as bf16 or
+  /// fp16, half the bytes of float (parallel/gradient_compression.hpp); none: float, as by
+  /// default in PyTorch. Every rank must use the same; other policies refuse it.
   GradientCompression compression = GradientCompression::none;
   /// With compression: each rank adds what rounding dropped to its next gradient (error
   /// feedback), so the error is delayed rather than lost.

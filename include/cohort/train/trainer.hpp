@@ -71,7 +71,7 @@ class Trainer {
 
  public:
   explicit Trainer(Opt opt, TrainerOptions options = {})
-      : options_(std::move(detail::checked(options))), threads_(detail::use_threads<Parallel>(options_)),
+      : options_(std::move(detail::checked<Parallel>(options))), threads_(detail::use_threads<Parallel>(options_)),
         base_lr_(detail::schedulable_lr(opt, options_)),
         engine_(detail::configured<Net>(std::move(opt), options_), detail::engine_options<Net>(options_)) {
     // The run's seed and shuffle flag live in state_ from here on (a checkpoint carries them).

@@ -69,10 +69,21 @@ CoreBudget use_threads(const TrainerOptions& o) {
     return b;
   }
 }
-inline TrainerOptions&& checked(TrainerOptions& o) {
+template <class Parallel>
+TrainerOptions&& checked(TrainerOptions& o) {
   if (o.batch_size == 0) throw ValueError("Trainer: batch_size must be at least 1");
   if (o.eval_batch_size == 0) throw ValueError("Trainer: eval_batch_size must be at least 1");
   if (o.accumulation_steps == 0) throw ValueError("Trainer: accumulation_steps must be at least 1");
+  // Only ProcessGroupDDP sends gradients anywhere: elsewhere the option would silently do nothing.
+  if (Parallel::name != std::string_view("ProcessGroupDDP") &&
+      (o.parallel.compression != GradientCompression::none || o.parallel.error_feedback))
+    throw ValueError(concat("Trainer: parallel.compression = ", compression_name(o.parallel.compression),
+                            o.parallel.error_feedback ? " with error_feedback" : "", " under ", Parallel::name,
+                            ": gradient compression applies to ProcessGroupDDP only (", Parallel::name,
+                            " sums gradients in memory)"));
+  if (o.parallel.error_feedback && o.parallel.compression == GradientCompression::none)
+    throw ValueError("Trainer: parallel.error_feedback carries the rounding of compressed gradients over; set "
+                     "parallel.compression to bf16 or fp16, or error_feedback to false");
   return std::move(o);
 }
 /// What the engine is built with; the settings every rank must share.

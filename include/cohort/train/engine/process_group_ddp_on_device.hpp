@@ -28,11 +28,14 @@
 #include <utility>
 #include <vector>
 
+#include "cohort/backend/device/device_buffer.hpp"
+#include "cohort/backend/device/gradient_packing.hpp"
 #include "cohort/backend/ops.hpp"
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
 #include "cohort/parallel/device_assignment.hpp"
 #include "cohort/parallel/gradient_buckets.hpp"
+#include "cohort/parallel/gradient_compression.hpp"
 #include "cohort/parallel/mpi_communicator.hpp"
 #include "cohort/parallel/process_group_ddp.hpp"
 #include "cohort/parallel/signature.hpp"
@@ -50,8 +53,10 @@ namespace cohort::device {
 ///
 /// This primary template serves Comm = Mpi: each bucket is copied to the host and summed in
 /// double by a non-blocking MPI_Iallreduce (on a communicator of its own) while backward goes
-/// on; finish() waits for them and copies the sums back. cohort/parallel/nccl.cuh specialises it
-/// for <Nccl, Cuda>.
+/// on; finish() waits for them and copies the sums back. With compression the bucket is packed
+/// to 16 bits on the device first (half the bytes to copy and send), summed by the CPU engine's
+/// MPI reduction (every partial sum rounded) and widened on the device. cohort/parallel/nccl.cuh
+/// specialises it for <Nccl, Cuda>.
 template <class Comm, class Backend>
 class RankAllReduce {
   static_assert(std::is_same_v<Comm, Mpi>,
@@ -60,8 +65,10 @@ class RankAllReduce {
   using K = ops::ElementwiseKernels<Backend>;
 
  public:
-  RankAllReduce(MpiCommunicator& comm, typename Backend::context&, std::vector<GradientBucket> buckets)
-      : buckets_(std::move(buckets)), requests_(buckets_.size(), MPI_REQUEST_NULL), comm_(comm.duplicate()) {
+  RankAllReduce(MpiCommunicator& comm, typename Backend::context&, std::vector<GradientBucket> buckets,
+                const BucketCompression& compression = {})
+      : buckets_(std::move(buckets)), requests_(buckets_.size(), MPI_REQUEST_NULL), comm_(comm.duplicate()),
+        compression_(compression.format) {
     std::size_t n = 0;
     for (const GradientBucket& k : buckets_) {
       if (k.size() > std::size_t(std::numeric_limits<int>::max()))
@@ -70,8 +77,14 @@ class RankAllReduce {
                                                 " values, more than one MPI message takes; lower bucket_kib"));
       n = std::max(n, k.end);
     }
-    host_.resize(n);
-    sums_.resize(n);
+    if (compressed()) {
+      wire_.resize(n);
+      host16_.resize(n);
+      if (compression.error_feedback) residual_.resize(n); // zeroed
+    } else {
+      host_.resize(n);
+      sums_.resize(n);
+    }
   }
   RankAllReduce(const RankAllReduce&) = delete;
   RankAllReduce& operator=(const RankAllReduce&) = delete;
@@ -83,11 +96,20 @@ class RankAllReduce {
       throw DistributedError(
           cohort::detail::concat("rank ", comm.rank(), ": gradient bucket ", b, " started before bucket ", next_));
     const GradientBucket& k = buckets_[b];
-    K::download(ctx, grads_ + k.begin, host_.data() + k.begin, k.size());
-    for (std::size_t i = k.begin; i < k.end; ++i) sums_[i] = host_[i];
-    comm.check(
-        MPI_Iallreduce(MPI_IN_PLACE, sums_.data() + k.begin, int(k.size()), MPI_DOUBLE, MPI_SUM, comm_, &requests_[b]),
-        "MPI_Iallreduce", bucket_name(b));
+    if (compressed()) {
+      pack_gradients(ctx.policy(), compression_, grads_ + k.begin, wire_.data() + k.begin, k.size(),
+                     residual_.size() ? residual_.data() + k.begin : nullptr);
+      K::download(ctx, wire_.data() + k.begin, host16_.data() + k.begin, k.size());
+      comm.check(MPI_Iallreduce(MPI_IN_PLACE, host16_.data() + k.begin, int(k.size()), MPI_UINT16_T,
+                                cohort::detail::compressed_sum_op(compression_), comm_, &requests_[b]),
+                 "MPI_Iallreduce", bucket_name(b));
+    } else {
+      K::download(ctx, grads_ + k.begin, host_.data() + k.begin, k.size());
+      for (std::size_t i = k.begin; i < k.end; ++i) sums_[i] = host_[i];
+      comm.check(MPI_Iallreduce(MPI_IN_PLACE, sums_.data() + k.begin, int(k.size()), MPI_DOUBLE, MPI_SUM, comm_,
+                                &requests_[b]),
+                 "MPI_Iallreduce", bucket_name(b));
+    }
     comm.started(bucket_name(b));
     ++next_;
     progress(comm);
@@ -97,13 +119,21 @@ class RankAllReduce {
     while (next_ < buckets_.size()) start(comm, ctx, next_);
     for (std::size_t b = 0; b < buckets_.size(); ++b) comm.wait(requests_[b], bucket_name(b));
     for (const GradientBucket& k : buckets_) {
-      for (std::size_t i = k.begin; i < k.end; ++i) host_[i] = float(sums_[i]);
-      K::upload(ctx, host_.data() + k.begin, grads_ + k.begin, k.size());
+      if (compressed()) {
+        K::upload(ctx, host16_.data() + k.begin, wire_.data() + k.begin, k.size());
+        unpack_gradients(ctx.policy(), compression_, wire_.data() + k.begin, grads_ + k.begin, k.size());
+      } else {
+        for (std::size_t i = k.begin; i < k.end; ++i) host_[i] = float(sums_[i]);
+        K::upload(ctx, host_.data() + k.begin, grads_ + k.begin, k.size());
+      }
     }
   }
   const std::vector<GradientBucket>& buckets() const noexcept { return buckets_; }
+  /// Error feedback: what rounding has dropped so far (empty without it).
+  std::vector<float> residual() const { return residual_.to_host(); }
 
  private:
+  bool compressed() const noexcept { return compression_ != GradientCompression::none; }
   /// Lets MPI move the reductions in flight along (most MPI libraries progress non-blocking
   /// collectives only inside MPI calls).
   void progress(MpiCommunicator& comm) {
@@ -115,14 +145,19 @@ class RankAllReduce {
   }
   std::string bucket_name(std::size_t b) const {
     return cohort::detail::concat("the all-reduce of gradient bucket ", b, " (layers ", buckets_[b].first_layer, "+, ",
-                                  buckets_[b].size(), " values)");
+                                  buckets_[b].size(), " values", compressed() ? ", " : "",
+                                  compressed() ? compression_name(compression_) : "", ")");
   }
 
   std::vector<GradientBucket> buckets_;
   std::vector<MPI_Request> requests_;
   MPI_Comm comm_; // the buckets' own: never ordered against the control plane's collectives
+  GradientCompression compression_;
   std::vector<float> host_;
   std::vector<double> sums_;
+  DeviceBuffer<std::uint16_t> wire_;  // compressed: the packed buckets on the device
+  std::vector<std::uint16_t> host16_; // ... on the host, summed in place by MPI
+  DeviceBuffer<float> residual_;      // error feedback, on the device
   float* grads_ = nullptr;
   std::size_t next_ = 0;
 };
@@ -154,16 +189,15 @@ requires(!host_memory_backend<Backend> &&
     lines.push_back(concat("parallel: ProcessGroupDDP<", Comm::name, ", ", Backend::name, ">"));
     lines.push_back(concat("precision: ", Precision::name));
     lines.push_back(concat("optimizer: ", optimizer_name(this->opt_)));
+    lines.push_back(concat("compression: ", compression_name(o.parallel.compression),
+                           o.parallel.error_feedback ? ", error feedback" : ""));
     lines.insert(lines.end(), o.agreement.begin(), o.agreement.end());
     agree_across_ranks(comm_, lines);
     set_up_device(o);
     if (o.parallel.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
-    if (o.parallel.compression != GradientCompression::none)
-      throw ValueError(concat("ProcessGroupDDP on a device: gradient compression (",
-                              compression_name(o.parallel.compression),
-                              ") is implemented for the CPU engine only; NCCL sums float buckets here"));
-    reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(comm_, dev_->ctx(),
-                                                                     plan_buckets<Net>(o.parallel.bucket_kib * 1024));
+    reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(
+        comm_, dev_->ctx(), plan_buckets<Net>(o.parallel.bucket_kib * 1024),
+        device::BucketCompression{.format = o.parallel.compression, .error_feedback = o.parallel.error_feedback});
     bucket_of_layer_ = bucket_of_layer<Net>(reduce_->buckets());
     broadcast_model("rank 0's initial parameters");
   }
