@@ -41,6 +41,13 @@ namespace cohort {
 /// How ProcessGroupDDP sends gradient buckets (DataParallelOptions::compression).
 enum class GradientCompression : std::uint8_t { none, bf16, fp16 };
 
+/// How an engine sends its gradient buckets (DataParallelOptions::compression and
+/// ::error_feedback), as the device engines' all-reduces take it.
+struct BucketCompression {
+  GradientCompression format = GradientCompression::none;
+  bool error_feedback = false;
+};
+
 constexpr std::string_view compression_name(GradientCompression c) noexcept {
   return c == GradientCompression::bf16 ? "bf16" : c == GradientCompression::fp16 ? "fp16" : "none";
 }

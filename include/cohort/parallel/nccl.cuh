@@ -66,8 +66,7 @@ namespace gpu {
 /// every partial sum to the 16-bit type) and widened back into the float gradients there.
 class BucketedAllReduce {
  public:
-  BucketedAllReduce(NcclComm& comm, std::span<const GradientBucket> buckets,
-                    const device::BucketCompression& compression = {})
+  BucketedAllReduce(NcclComm& comm, std::span<const GradientBucket> buckets, const BucketCompression& compression = {})
       : comm_(comm), device_(comm.device()), buckets_(buckets.begin(), buckets.end()), stream_(device_), done_(device_),
         compression_(compression.format) {
     ready_.reserve(buckets_.size());
@@ -235,7 +234,7 @@ class device::RankAllReduce<Nccl, Cuda> {
 
  public:
   RankAllReduce(MpiCommunicator& mpi, CudaContext& ctx, std::vector<GradientBucket> buckets,
-                const device::BucketCompression& compression = {})
+                const BucketCompression& compression = {})
       : buckets_(std::move(buckets)), comm_(ctx.device, mpi.timeout()) {
     ncclUniqueId id{};
     if (mpi.rank() == 0)

@@ -31,7 +31,7 @@ struct OneGpuReduce {
   gpu::BucketedAllReduce reduce;
   gpu::Stream compute{0};
   DeviceBuffer<float> grads;
-  explicit OneGpuReduce(device::BucketCompression c) : reduce(comms[0], buckets, c) {}
+  explicit OneGpuReduce(BucketCompression c) : reduce(comms[0], buckets, c) {}
   std::vector<float> run(const std::vector<float>& g) {
     grads.assign_from_host(g.data(), g.size());
     auto watch = [](gpu::NcclOperation& op, const std::string& what) {

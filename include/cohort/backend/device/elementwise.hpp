@@ -5,6 +5,7 @@
 /// precision's conversions and gradient check.
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include <thrust/copy.h>
@@ -15,6 +16,7 @@
 #include <thrust/transform_reduce.h>
 
 #include "cohort/backend/device/for_each_index.hpp"
+#include "cohort/backend/device/gradient_packing.hpp"
 #include "cohort/backend/ops.hpp"
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/macros.hpp"
@@ -153,6 +155,18 @@ struct ElementwiseKernels {
       const auto first = thrust::device_pointer_cast(device);
       thrust::copy(first, first + std::ptrdiff_t(n), host);
     }
+  }
+
+  /// Gradient compression (ProcessGroupDDP's device engines; device/gradient_packing.hpp):
+  /// wire[i] = g[i] (+ residual[i]) rounded to `c`, the residual keeping what rounding dropped;
+  /// and back, exactly.
+  static void pack_gradients(context& ctx, GradientCompression c, const float* g, std::uint16_t* wire, std::size_t n,
+                             float* residual) {
+    device::pack_gradients(ctx.policy(), c, g, wire, n, residual);
+  }
+  static void unpack_gradients(context& ctx, GradientCompression c, const std::uint16_t* wire, float* g,
+                               std::size_t n) {
+    device::unpack_gradients(ctx.policy(), c, wire, g, n);
   }
 
   /// rule(p[i], g[i], state[i]...) for i in [0, n): an optimiser step (the rules of optim/ are

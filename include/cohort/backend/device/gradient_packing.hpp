@@ -21,13 +21,6 @@
 
 namespace cohort::device {
 
-/// How a device engine sends its gradient buckets (DataParallelOptions::compression and
-/// ::error_feedback).
-struct BucketCompression {
-  GradientCompression format = GradientCompression::none;
-  bool error_feedback = false;
-};
-
 namespace detail {
 struct PackGradient {
   GradientCompression compression;

@@ -28,8 +28,6 @@
 #include <utility>
 #include <vector>
 
-#include "cohort/backend/device/device_buffer.hpp"
-#include "cohort/backend/device/gradient_packing.hpp"
 #include "cohort/backend/ops.hpp"
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
@@ -97,8 +95,8 @@ class RankAllReduce {
           cohort::detail::concat("rank ", comm.rank(), ": gradient bucket ", b, " started before bucket ", next_));
     const GradientBucket& k = buckets_[b];
     if (compressed()) {
-      pack_gradients(ctx.policy(), compression_, grads_ + k.begin, wire_.data() + k.begin, k.size(),
-                     residual_.size() ? residual_.data() + k.begin : nullptr);
+      K::pack_gradients(ctx, compression_, grads_ + k.begin, wire_.data() + k.begin, k.size(),
+                        residual_.size() ? residual_.data() + k.begin : nullptr);
       K::download(ctx, wire_.data() + k.begin, host16_.data() + k.begin, k.size());
       comm.check(MPI_Iallreduce(MPI_IN_PLACE, host16_.data() + k.begin, int(k.size()), MPI_UINT16_T,
                                 cohort::detail::compressed_sum_op(compression_), comm_, &requests_[b]),
@@ -121,7 +119,7 @@ class RankAllReduce {
     for (const GradientBucket& k : buckets_) {
       if (compressed()) {
         K::upload(ctx, host16_.data() + k.begin, wire_.data() + k.begin, k.size());
-        unpack_gradients(ctx.policy(), compression_, wire_.data() + k.begin, grads_ + k.begin, k.size());
+        K::unpack_gradients(ctx, compression_, wire_.data() + k.begin, grads_ + k.begin, k.size());
       } else {
         for (std::size_t i = k.begin; i < k.end; ++i) host_[i] = float(sums_[i]);
         K::upload(ctx, host_.data() + k.begin, grads_ + k.begin, k.size());
@@ -155,9 +153,9 @@ class RankAllReduce {
   GradientCompression compression_;
   std::vector<float> host_;
   std::vector<double> sums_;
-  DeviceBuffer<std::uint16_t> wire_;  // compressed: the packed buckets on the device
-  std::vector<std::uint16_t> host16_; // ... on the host, summed in place by MPI
-  DeviceBuffer<float> residual_;      // error feedback, on the device
+  typename Backend::template buffer<std::uint16_t> wire_; // compressed: the packed buckets on the device
+  std::vector<std::uint16_t> host16_;                     // ... on the host, summed in place by MPI
+  typename Backend::template buffer<float> residual_;     // error feedback, on the device
   float* grads_ = nullptr;
   std::size_t next_ = 0;
 };
@@ -197,7 +195,7 @@ requires(!host_memory_backend<Backend> &&
     if (o.parallel.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
     reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(
         comm_, dev_->ctx(), plan_buckets<Net>(o.parallel.bucket_kib * 1024),
-        device::BucketCompression{.format = o.parallel.compression, .error_feedback = o.parallel.error_feedback});
+        BucketCompression{.format = o.parallel.compression, .error_feedback = o.parallel.error_feedback});
     bucket_of_layer_ = bucket_of_layer<Net>(reduce_->buckets());
     broadcast_model("rank 0's initial parameters");
   }
