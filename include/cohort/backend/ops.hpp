@@ -7,6 +7,10 @@
 ///
 ///     ops::Conv2dKernels<Backend>::template forward<Geometry>(ctx, x, w, b, y, batch, ws);
 ///
+/// Entry points with many buffers take an argument struct instead (op_arguments.hpp):
+///
+///     ops::Conv2dKernels<Backend>::template backward<Geometry>(ctx, {.x = x, .w = w, .dy = dy, ...}, ws);
+///
 /// A backend (cohort/backend/cpu.hpp, cohort/backend/cuda.cuh) specialises every family below.
 /// Geometry arrives as a type whose members are compile-time constants, so a backend can pick or
 /// generate kernels for the exact shape. Everything is NCHW, row-major, as in PyTorch.
@@ -15,6 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cohort/backend/op_arguments.hpp"
 #include "cohort/core/macros.hpp"
 
 namespace cohort {

@@ -89,15 +89,36 @@ struct BoundBatchNorm {
           K::template forward_train<geometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws, a.fused_relu);
         },
         [&](const auto* gamma, const auto* beta, const auto* mean, const auto* var) {
-          K::template forward_eval<geometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch, eps, ws, a.fused_relu);
+          K::template forward_eval<geometry>(
+              a.ctx,
+              ops::BatchNormEvalArgs<T, std::remove_cvref_t<decltype(*mean)>>{.x = a.x,
+                                                                              .gamma = gamma,
+                                                                              .beta = beta,
+                                                                              .running_mean = mean,
+                                                                              .running_var = var,
+                                                                              .y = a.y,
+                                                                              .batch = a.batch,
+                                                                              .eps = eps,
+                                                                              .relu = a.fused_relu},
+              ws);
         });
   }
   template <class Backend, class T>
   static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
     // Mode is that of the forward pass (the executor refuses to mix them).
     ops::BatchNormKernels<Backend>::template backward<geometry>(
-        a.ctx, a.step.mode == Mode::train, a.x, weights(a) + offsets[0], a.dy, a.dx, a.grads + offsets[0],
-        a.grads + offsets[1], a.batch, a.accumulate, ws, a.fused_relu ? a.y : nullptr);
+        a.ctx,
+        ops::BatchNormBackwardArgs<T>{.training = a.step.mode == Mode::train,
+                                      .x = a.x,
+                                      .gamma = weights(a) + offsets[0],
+                                      .dy = a.dy,
+                                      .dx = a.dx,
+                                      .dgamma = a.grads + offsets[0],
+                                      .dbeta = a.grads + offsets[1],
+                                      .batch = a.batch,
+                                      .accumulate = a.accumulate,
+                                      .relu_y = a.fused_relu ? a.y : nullptr},
+        ws);
   }
 };
 } // namespace detail
@@ -145,16 +166,35 @@ struct BatchNorm2d {
             K::template forward_train_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, Eps, ws);
           },
           [&](const auto* gamma, const auto* beta, const auto* mean, const auto* var) {
-            K::template forward_eval_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, gamma, beta, mean, var, a.y, a.batch,
-                                                                       Eps, ws);
+            K::template forward_eval_relu_pool<geometry, PoolGeometry>(
+                a.ctx,
+                ops::BatchNormEvalArgs<T, std::remove_cvref_t<decltype(*mean)>>{.x = a.x,
+                                                                                .gamma = gamma,
+                                                                                .beta = beta,
+                                                                                .running_mean = mean,
+                                                                                .running_var = var,
+                                                                                .y = a.y,
+                                                                                .batch = a.batch,
+                                                                                .eps = Eps},
+                ws);
           });
     }
     /// Its backward: `a.dy` and `a.y` are the pool's output gradient and output.
     template <class Backend, class T, class PoolGeometry>
     static void backward_relu_pool(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       ops::BatchNormKernels<Backend>::template backward_relu_pool<geometry, PoolGeometry>(
-          a.ctx, a.step.mode == Mode::train, a.x, base::weights(a) + offsets[0], a.dy, a.y, a.dx, a.grads + offsets[0],
-          a.grads + offsets[1], a.batch, a.accumulate, ws);
+          a.ctx,
+          ops::BatchNormReluPoolBackwardArgs<T>{.training = a.step.mode == Mode::train,
+                                                .x = a.x,
+                                                .gamma = base::weights(a) + offsets[0],
+                                                .dpool = a.dy,
+                                                .pooled = a.y,
+                                                .dx = a.dx,
+                                                .dgamma = a.grads + offsets[0],
+                                                .dbeta = a.grads + offsets[1],
+                                                .batch = a.batch,
+                                                .accumulate = a.accumulate},
+          ws);
     }
   };
 };

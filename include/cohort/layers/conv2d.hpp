@@ -99,9 +99,18 @@ struct Conv2d {
     }
     template <class Backend, class T>
     static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
-      ops::Conv2dKernels<Backend>::template backward<geometry>(a.ctx, a.x, a.params + offsets[0], a.dy, a.dx,
-                                                               a.grads + offsets[0], bias(a.grads), a.batch,
-                                                               a.accumulate, ws, a.fused_relu ? a.y : nullptr);
+      ops::Conv2dKernels<Backend>::template backward<geometry>(
+          a.ctx,
+          ops::Conv2dBackwardArgs<T>{.x = a.x,
+                                     .w = a.params + offsets[0],
+                                     .dy = a.dy,
+                                     .dx = a.dx,
+                                     .dw = a.grads + offsets[0],
+                                     .db = bias(a.grads),
+                                     .batch = a.batch,
+                                     .accumulate = a.accumulate,
+                                     .relu_y = a.fused_relu ? a.y : nullptr},
+          ws);
     }
     /// Conv2d -> ReLU -> MaxPool2d fused (fuses_relu_pool): `a.y` is the pool's output.
     template <class Backend, class T, class PoolGeometry>
@@ -113,8 +122,17 @@ struct Conv2d {
     template <class Backend, class T, class PoolGeometry>
     static void backward_relu_pool(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
       ops::Conv2dKernels<Backend>::template backward_relu_pool<geometry, PoolGeometry>(
-          a.ctx, a.x, a.params + offsets[0], a.dy, a.y, a.dx, a.grads + offsets[0], bias(a.grads), a.batch,
-          a.accumulate, ws);
+          a.ctx,
+          ops::Conv2dReluPoolBackwardArgs<T>{.x = a.x,
+                                             .w = a.params + offsets[0],
+                                             .dpool = a.dy,
+                                             .pooled = a.y,
+                                             .dx = a.dx,
+                                             .dw = a.grads + offsets[0],
+                                             .db = bias(a.grads),
+                                             .batch = a.batch,
+                                             .accumulate = a.accumulate},
+          ws);
     }
   };
 };

@@ -50,9 +50,16 @@ struct Linear {
     }
     template <class Backend, class T>
     static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
-      ops::LinearKernels<Backend>::template backward<In, Out>(a.ctx, a.x, a.params + offsets[0], a.dy, a.dx,
-                                                              a.grads + offsets[0], a.grads + offsets[1], a.batch,
-                                                              a.accumulate, ws);
+      ops::LinearKernels<Backend>::template backward<In, Out>(a.ctx,
+                                                              ops::LinearBackwardArgs<T>{.x = a.x,
+                                                                                         .w = a.params + offsets[0],
+                                                                                         .dy = a.dy,
+                                                                                         .dx = a.dx,
+                                                                                         .dw = a.grads + offsets[0],
+                                                                                         .db = a.grads + offsets[1],
+                                                                                         .batch = a.batch,
+                                                                                         .accumulate = a.accumulate},
+                                                              ws);
     }
   };
 };

@@ -47,8 +47,11 @@ void check_weight_grad(std::size_t batch) {
   CpuContext ctx;
   ops::Conv2dKernels<Cpu>::workspace<G, bfloat16> ws;
   std::vector<float> dw(w.size()), db(G::out_channels);
-  ops::Conv2dKernels<Cpu>::backward<G>(ctx, x.data(), w.data(), dy.data(), static_cast<bfloat16*>(nullptr), dw.data(),
-                                       db.data(), batch, false, ws);
+  ops::Conv2dKernels<Cpu>::backward<G>(
+      ctx,
+      ops::Conv2dBackwardArgs<bfloat16>{
+          .x = x.data(), .w = w.data(), .dy = dy.data(), .dw = dw.data(), .db = db.data(), .batch = batch},
+      ws);
   constexpr std::size_t K = G::kernel, P = G::padding;
   const double roundings = double(batch * G::out_h * G::out_w + 4);
   std::size_t wrong = 0;
@@ -77,8 +80,15 @@ void check_weight_grad(std::size_t batch) {
   }
   CHECK(wrong == 0);
   std::vector<float> dw2 = dw, db2 = db;
-  ops::Conv2dKernels<Cpu>::backward<G>(ctx, x.data(), w.data(), dy.data(), static_cast<bfloat16*>(nullptr), dw2.data(),
-                                       db2.data(), batch, true, ws);
+  ops::Conv2dKernels<Cpu>::backward<G>(ctx,
+                                       ops::Conv2dBackwardArgs<bfloat16>{.x = x.data(),
+                                                                         .w = w.data(),
+                                                                         .dy = dy.data(),
+                                                                         .dw = dw2.data(),
+                                                                         .db = db2.data(),
+                                                                         .batch = batch,
+                                                                         .accumulate = true},
+                                       ws);
   std::size_t not_doubled = 0;
   for (std::size_t i = 0; i < dw.size(); ++i) not_doubled += dw2[i] != 2 * dw[i];
   for (std::size_t i = 0; i < db.size(); ++i) not_doubled += db2[i] != 2 * db[i];
@@ -116,10 +126,26 @@ void check_layer(std::size_t batch) {
   Kernels::forward_relu_pool<G, PG>(ctx, xf.data(), wf.data(), bf.data(), pf.data(), batch, wsf);
   Kernels::forward_relu_pool<G, PG>(ctx, xh.data(), wh.data(), bh.data(), ph.data(), batch, wsh);
   CHECK(test::relative_difference(widen(ph), pf) < std::ldexp(1.0, -8));
-  Kernels::backward_relu_pool<G, PG>(ctx, xf.data(), wf.data(), dpf.data(), pf.data(), dxf.data(), dwf.data(),
-                                     dbf.data(), batch, false, wsf);
-  Kernels::backward_relu_pool<G, PG>(ctx, xh.data(), wh.data(), dph.data(), ph.data(), dxh.data(), dwh.data(),
-                                     dbh.data(), batch, false, wsh);
+  Kernels::backward_relu_pool<G, PG>(ctx,
+                                     ops::Conv2dReluPoolBackwardArgs<float>{.x = xf.data(),
+                                                                            .w = wf.data(),
+                                                                            .dpool = dpf.data(),
+                                                                            .pooled = pf.data(),
+                                                                            .dx = dxf.data(),
+                                                                            .dw = dwf.data(),
+                                                                            .db = dbf.data(),
+                                                                            .batch = batch},
+                                     wsf);
+  Kernels::backward_relu_pool<G, PG>(ctx,
+                                     ops::Conv2dReluPoolBackwardArgs<bfloat16>{.x = xh.data(),
+                                                                               .w = wh.data(),
+                                                                               .dpool = dph.data(),
+                                                                               .pooled = ph.data(),
+                                                                               .dx = dxh.data(),
+                                                                               .dw = dwh.data(),
+                                                                               .db = dbh.data(),
+                                                                               .batch = batch},
+                                     wsh);
   const auto norm_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
     double d = 0, n = 1e-60;
     for (std::size_t i = 0; i < a.size(); ++i) d += (a[i] - b[i]) * double(a[i] - b[i]), n += double(b[i]) * b[i];

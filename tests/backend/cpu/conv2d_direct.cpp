@@ -36,14 +36,29 @@ void check_direct(std::size_t batch, bool relu) {
       yd[i] = std::max(yd[i], 0.0);
     }
   }
-  ops::Conv2dKernels<Cpu>::backward<G>(ctx, xd.data(), wd.data(), dyd.data(), dxd.data(), dwd.data(), dbd.data(), batch,
-                                       false, wsd);
+  ops::Conv2dKernels<Cpu>::backward<G>(ctx,
+                                       ops::Conv2dBackwardArgs<double>{.x = xd.data(),
+                                                                       .w = wd.data(),
+                                                                       .dy = dyd.data(),
+                                                                       .dx = dxd.data(),
+                                                                       .dw = dwd.data(),
+                                                                       .db = dbd.data(),
+                                                                       .batch = batch},
+                                       wsd);
 
   std::vector<float> y(yd.size()), dx(dxd.size()), dw(dwd.size()), db(dbd.size());
   ops::Conv2dKernels<Cpu>::workspace<G, float> ws;
   ops::Conv2dKernels<Cpu>::forward<G>(ctx, x.data(), w.data(), b.data(), y.data(), batch, ws, relu);
-  ops::Conv2dKernels<Cpu>::backward<G>(ctx, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(), batch,
-                                       false, ws, relu ? y.data() : nullptr);
+  ops::Conv2dKernels<Cpu>::backward<G>(ctx,
+                                       ops::Conv2dBackwardArgs<float>{.x = x.data(),
+                                                                      .w = w.data(),
+                                                                      .dy = dy.data(),
+                                                                      .dx = dx.data(),
+                                                                      .dw = dw.data(),
+                                                                      .db = db.data(),
+                                                                      .batch = batch,
+                                                                      .relu_y = relu ? y.data() : nullptr},
+                                       ws);
   INFO("geometry " << G::in_channels << "->" << G::out_channels << " " << G::in_h << "x" << G::in_w << " k" << G::kernel
                    << " p" << G::padding << " batch " << batch << " relu " << relu);
   COHORT_CHECK_CLOSE(std::span<const float>(y), std::span<const double>(yd), 1e-5, "y");

@@ -78,13 +78,29 @@ Errors errors_against_double(std::size_t batch, bool relu) {
       if (yd[i] <= 0) dyd[i] = 0;
       yd[i] = std::max(yd[i], 0.0);
     }
-  Kernels::backward<G>(ctx, xd.data(), wd.data(), dyd.data(), dxd.data(), dwd.data(), dbd.data(), batch, false, wsd);
+  Kernels::backward<G>(ctx,
+                       ops::Conv2dBackwardArgs<double>{.x = xd.data(),
+                                                       .w = wd.data(),
+                                                       .dy = dyd.data(),
+                                                       .dx = dxd.data(),
+                                                       .dw = dwd.data(),
+                                                       .db = dbd.data(),
+                                                       .batch = batch},
+                       wsd);
 
   std::vector<float> y(yd.size()), dx(dxd.size()), dw(dwd.size()), db(dbd.size());
   Kernels::workspace<G, float> ws;
   Kernels::forward<G>(ctx, x.data(), w.data(), b.data(), y.data(), batch, ws, relu);
-  Kernels::backward<G>(ctx, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(), batch, false, ws,
-                       relu ? y.data() : nullptr);
+  Kernels::backward<G>(ctx,
+                       ops::Conv2dBackwardArgs<float>{.x = x.data(),
+                                                      .w = w.data(),
+                                                      .dy = dy.data(),
+                                                      .dx = dx.data(),
+                                                      .dw = dw.data(),
+                                                      .db = db.data(),
+                                                      .batch = batch,
+                                                      .relu_y = relu ? y.data() : nullptr},
+                       ws);
   const auto worst = [](const std::vector<float>& a, const std::vector<double>& e) {
     return test::compare(std::span<const float>(a), std::span<const double>(e), 0, "").worst;
   };
@@ -174,7 +190,15 @@ Pass<G> run_pass(ThreadPool& pool, const std::vector<float>& x, const std::vecto
             std::vector<float>(w.size()), std::vector<float>(b.size())};
   Kernels::workspace<G, float> ws;
   Kernels::forward<G>(ctx, x.data(), w.data(), b.data(), p.y.data(), batch, ws);
-  Kernels::backward<G>(ctx, x.data(), w.data(), dy.data(), p.dx.data(), p.dw.data(), p.db.data(), batch, false, ws);
+  Kernels::backward<G>(ctx,
+                       ops::Conv2dBackwardArgs<float>{.x = x.data(),
+                                                      .w = w.data(),
+                                                      .dy = dy.data(),
+                                                      .dx = p.dx.data(),
+                                                      .dw = p.dw.data(),
+                                                      .db = p.db.data(),
+                                                      .batch = batch},
+                       ws);
   return p;
 }
 } // namespace
@@ -222,8 +246,16 @@ TEST_CASE("Winograd: the fused ReLU + max-pool path (model D's layers) matches t
               std::vector<float>(w.size()), std::vector<float>(b.size())};
     Kernels::workspace<G, float> ws;
     Kernels::forward_relu_pool<G, PG>(ctx, x.data(), w.data(), b.data(), p.y.data(), batch, ws);
-    Kernels::backward_relu_pool<G, PG>(ctx, x.data(), w.data(), dp.data(), p.y.data(), p.dx.data(), p.dw.data(),
-                                       p.db.data(), batch, false, ws);
+    Kernels::backward_relu_pool<G, PG>(ctx,
+                                       ops::Conv2dReluPoolBackwardArgs<float>{.x = x.data(),
+                                                                              .w = w.data(),
+                                                                              .dpool = dp.data(),
+                                                                              .pooled = p.y.data(),
+                                                                              .dx = p.dx.data(),
+                                                                              .dw = p.dw.data(),
+                                                                              .db = p.db.data(),
+                                                                              .batch = batch},
+                                       ws);
     return p;
   };
   const auto direct = run(cpu::ConvAlgorithm::direct);

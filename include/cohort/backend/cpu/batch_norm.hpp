@@ -64,11 +64,14 @@ struct ops::BatchNormKernels<Cpu> : cpu::batch_norm_paths::Features {
   }
 
   template <class G, class T, class S>
-  static void forward_eval(CpuContext& ctx, const T* x, const accumulator_t<T>* gamma, const accumulator_t<T>* beta,
-                           const S* running_mean, const S* running_var, T* y, std::size_t batch, float eps,
-                           workspace<G, T>& ws, bool relu = false) {
+  static void forward_eval(CpuContext& ctx, const BatchNormEvalArgs<T, S>& a, workspace<G, T>& ws) {
+    const T* x = a.x;
+    const accumulator_t<T>*gamma = a.gamma, *beta = a.beta;
+    T* y = a.y;
+    const std::size_t batch = a.batch;
+    const bool relu = a.relu;
     ws.reserve(batch);
-    running_statistics<G>(running_mean, running_var, eps, ws);
+    running_statistics<G>(a.running_mean, a.running_var, a.eps, ws);
     if constexpr (G::plane == 1) return features_normalize<G>(ctx, x, gamma, beta, y, batch, ws, relu);
     each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
       for (std::size_t n = 0; n < batch; ++n)
@@ -78,11 +81,14 @@ struct ops::BatchNormKernels<Cpu> : cpu::batch_norm_paths::Features {
   }
 
   /// Uses the statistics the forward pass saved (batch ones in training, running ones in eval).
-  /// `relu_y`: the output of a fused ReLU (dy is then that ReLU's output gradient).
   template <class G, class T>
-  static void backward(CpuContext& ctx, bool training, const T* x, const accumulator_t<T>* gamma, const T* dy, T* dx,
-                       accumulator_t<T>* dgamma, accumulator_t<T>* dbeta, std::size_t batch, bool accumulate,
-                       workspace<G, T>& ws, const T* relu_y = nullptr) {
+  static void backward(CpuContext& ctx, const BatchNormBackwardArgs<T>& a, workspace<G, T>& ws) {
+    const bool training = a.training, accumulate = a.accumulate;
+    const T *x = a.x, *dy = a.dy, *relu_y = a.relu_y;
+    const accumulator_t<T>* gamma = a.gamma;
+    T* dx = a.dx;
+    accumulator_t<T>*dgamma = a.dgamma, *dbeta = a.dbeta;
+    const std::size_t batch = a.batch;
     if constexpr (G::plane == 1)
       return features_backward<G>(ctx, training, x, gamma, dy, dx, dgamma, dbeta, batch, accumulate, ws, relu_y);
     const Isa isa = cpu::active_isa();
@@ -156,15 +162,14 @@ struct ops::BatchNormKernels<Cpu> : cpu::batch_norm_paths::Features {
     });
   }
   /// The same in evaluation mode (running statistics).
+  /// (`a.y` is the pool's output; `a.relu` is implied.)
   template <class G, class PG, class T, class S>
-  static void forward_eval_relu_pool(CpuContext& ctx, const T* x, const float* gamma, const float* beta,
-                                     const S* running_mean, const S* running_var, T* pooled, std::size_t batch,
-                                     float eps, workspace<G, T>& ws) {
-    ws.reserve(batch);
-    if (ws.window.size() < batch * PG::out_size) ws.window.resize(batch * PG::out_size);
-    running_statistics<G>(running_mean, running_var, eps, ws);
+  static void forward_eval_relu_pool(CpuContext& ctx, const BatchNormEvalArgs<T, S>& a, workspace<G, T>& ws) {
+    ws.reserve(a.batch);
+    if (ws.window.size() < a.batch * PG::out_size) ws.window.resize(a.batch * PG::out_size);
+    running_statistics<G>(a.running_mean, a.running_var, a.eps, ws);
     each_channel_range<G>(ctx, [&](std::size_t c0, std::size_t c1) {
-      normalize_relu_pool<G, PG>(x, pooled, batch, c0, c1, gamma, beta, ws);
+      normalize_relu_pool<G, PG>(a.x, a.y, a.batch, c0, c1, a.gamma, a.beta, ws);
     });
   }
 
@@ -177,9 +182,13 @@ struct ops::BatchNormKernels<Cpu> : cpu::batch_norm_paths::Features {
   /// 1.36 ms of an 11 ms step, 1.0 ms now. Each plane is unpooled twice, for the sums and for dX:
   /// cheaper than keeping a batch of dense planes.)
   template <class G, class PG, class T>
-  static void backward_relu_pool(CpuContext& ctx, bool training, const T* x, const float* gamma, const T* dpool,
-                                 const T* pooled, T* dx, float* dgamma, float* dbeta, std::size_t batch,
-                                 bool accumulate, workspace<G, T>& ws) {
+  static void backward_relu_pool(CpuContext& ctx, const BatchNormReluPoolBackwardArgs<T>& a, workspace<G, T>& ws) {
+    const bool training = a.training, accumulate = a.accumulate;
+    const T *x = a.x, *dpool = a.dpool, *pooled = a.pooled;
+    const float* gamma = a.gamma;
+    T* dx = a.dx;
+    float *dgamma = a.dgamma, *dbeta = a.dbeta;
+    const std::size_t batch = a.batch;
     const Isa isa = cpu::active_isa();
     constexpr std::size_t pw = PG::out_w, cells = PG::out_h * PG::out_w;
     const std::uint8_t* window = ws.window.data();

@@ -64,18 +64,16 @@ struct ops::Conv2dKernels<Cpu> : cpu::conv2d_paths::Im2colPath {
       im2col_forward<G>(ctx, x, w, b, y, batch);
   }
 
-  /// `relu_y`: the output of a fused ReLU (dy is then that ReLU's output gradient). dw and db
-  /// are in the accumulator type (float for the 16-bit storage types).
+  /// Gradients of input, weights and bias (op_arguments.hpp says which buffer is which).
   template <class G, class T>
-  static void backward(CpuContext& ctx, const T* x, const T* w, const T* dy, T* dx, accumulator_t<T>* dw,
-                       accumulator_t<T>* db, std::size_t batch, bool accumulate, workspace<G, T>& ws,
-                       const T* relu_y = nullptr) {
+  static void backward(CpuContext& ctx, const Conv2dBackwardArgs<T>& a, workspace<G, T>& ws) {
     if constexpr (use_direct<G, T>)
-      direct_backward<G>(ctx, x, w, cpu::direct::PlainDy<G, T>{dy, relu_y}, dx, dw, db, batch, accumulate, ws);
+      direct_backward<G>(ctx, a.x, a.w, cpu::direct::PlainDy<G, T>{a.dy, a.relu_y}, a.dx, a.dw, a.db, a.batch,
+                         a.accumulate, ws);
     else if constexpr (cpu::is_half_type<T>)
-      via_float_backward<G>(ctx, x, w, dy, dx, dw, db, batch, accumulate);
+      via_float_backward<G>(ctx, a.x, a.w, a.dy, a.dx, a.dw, a.db, a.batch, a.accumulate);
     else
-      im2col_backward<G>(ctx, x, w, dy, dx, dw, db, batch, accumulate);
+      im2col_backward<G>(ctx, a.x, a.w, a.dy, a.dx, a.dw, a.db, a.batch, a.accumulate);
   }
 
   /// Conv2d -> ReLU -> MaxPool2d<2> (when fuses_relu_pool): writes the pool's output (batch,
@@ -97,15 +95,12 @@ struct ops::Conv2dKernels<Cpu> : cpu::conv2d_paths::Im2colPath {
         });
   }
 
-  /// Backward of forward_relu_pool: `dpool` is the gradient of the pool's output, `pooled` that
-  /// output.
+  /// Backward of forward_relu_pool.
   template <class G, class PG, class T>
-  static void backward_relu_pool(CpuContext& ctx, const T* x, const T* w, const T* dpool, const T* pooled, T* dx,
-                                 accumulator_t<T>* dw, accumulator_t<T>* db, std::size_t batch, bool accumulate,
-                                 workspace<G, T>& ws) {
+  static void backward_relu_pool(CpuContext& ctx, const Conv2dReluPoolBackwardArgs<T>& a, workspace<G, T>& ws) {
     static_assert(fuses_relu_pool<G, PG, T>, "Conv2dKernels<Cpu>: this convolution and pool cannot be fused");
-    direct_backward<G>(ctx, x, w, cpu::direct::PooledDy<G, T>{dpool, pooled, ws.window.data()}, dx, dw, db, batch,
-                       accumulate, ws);
+    direct_backward<G>(ctx, a.x, a.w, cpu::direct::PooledDy<G, T>{a.dpool, a.pooled, ws.window.data()}, a.dx, a.dw,
+                       a.db, a.batch, a.accumulate, ws);
   }
 };
 

@@ -62,10 +62,15 @@ struct ops::LinearKernels<Cpu> {
     }
   }
 
-  /// dw and db in the accumulator type (float for the 16-bit storage types).
+  /// Gradients of input, weights and bias (op_arguments.hpp); dw and db in the accumulator type
+  /// (float for the 16-bit storage types).
   template <std::size_t In, std::size_t Out, class T>
-  static void backward(CpuContext& ctx, const T* x, const T* w, const T* dy, T* dx, accumulator_t<T>* dw,
-                       accumulator_t<T>* db, std::size_t batch, bool accumulate, workspace<In, Out, T>& ws) {
+  static void backward(CpuContext& ctx, const LinearBackwardArgs<T>& a, workspace<In, Out, T>& ws) {
+    const T *x = a.x, *w = a.w, *dy = a.dy;
+    T* dx = a.dx;
+    accumulator_t<T>*dw = a.dw, *db = a.db;
+    const std::size_t batch = a.batch;
+    const bool accumulate = a.accumulate;
     if constexpr (std::is_same_v<T, bfloat16>) {
       if (const cpu::Bf16Dot engine = cpu::bf16_dot_engine(); engine != cpu::Bf16Dot::none) {
         const Isa isa = cpu::active_isa();

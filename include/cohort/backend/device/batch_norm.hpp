@@ -12,6 +12,7 @@
 #include "cohort/backend/device/for_each_index.hpp"
 #include "cohort/backend/device/math.hpp"
 #include "cohort/backend/device/segmented_sum.hpp"
+#include "cohort/backend/op_arguments.hpp"
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/macros.hpp"
 
@@ -206,36 +207,35 @@ struct BatchNormKernels {
   }
 
   template <class G, class T, class S>
-  static void forward_eval(context& ctx, const T* x, const accumulator_t<T>* gamma, const accumulator_t<T>* beta,
-                           const S* running_mean, const S* running_var, T* y, std::size_t batch, float eps,
-                           workspace<G, T>& ws, bool relu = false) {
-    ws.reserve(batch);
+  static void forward_eval(context& ctx, const ops::BatchNormEvalArgs<T, S>& a, workspace<G, T>& ws) {
+    ws.reserve(a.batch);
     for_each_index(ctx.policy(), G::channels,
-                   detail::RunningStatistics<accumulator_t<T>, S>{running_mean, running_var, gamma, beta, double(eps),
-                                                                  ws.mean.data(), ws.invstd.data(), ws.scale.data(),
-                                                                  ws.shift.data()});
-    for_each_index(ctx.policy(), batch * G::size,
-                   detail::Normalize<G, T>{x, ws.scale.data(), ws.shift.data(), y, relu});
+                   detail::RunningStatistics<accumulator_t<T>, S>{a.running_mean, a.running_var, a.gamma, a.beta,
+                                                                  double(a.eps), ws.mean.data(), ws.invstd.data(),
+                                                                  ws.scale.data(), ws.shift.data()});
+    for_each_index(ctx.policy(), a.batch * G::size,
+                   detail::Normalize<G, T>{a.x, ws.scale.data(), ws.shift.data(), a.y, a.relu});
   }
 
   /// Uses the statistics the forward pass saved (batch ones in training, running ones in eval).
-  /// `relu_y`: the output of a fused ReLU (dy is then that ReLU's output gradient).
   template <class G, class T>
-  static void backward(context& ctx, bool training, const T* x, const accumulator_t<T>* gamma, const T* dy, T* dx,
-                       accumulator_t<T>* dgamma, accumulator_t<T>* dbeta, std::size_t batch, bool accumulate,
-                       workspace<G, T>& ws, const T* relu_y = nullptr) {
+  static void backward(context& ctx, const ops::BatchNormBackwardArgs<T>& a, workspace<G, T>& ws) {
+    const T *x = a.x, *dy = a.dy, *relu_y = a.relu_y;
+    T* dx = a.dx;
+    const std::size_t batch = a.batch;
     // sum and sq_sum are free after forward: they take sum(dy') and sum(dy' * xhat).
     const detail::GradTerm<G, T> term{x, dy, relu_y, ws.mean.data(), ws.invstd.data(), batch, false};
     channel_sums<G>(ctx, ws, batch, term, ws.sum.data());
     auto with_xhat = term;
     with_xhat.times_xhat = true;
     channel_sums<G>(ctx, ws, batch, with_xhat, ws.sq_sum.data());
-    for_each_index(ctx.policy(), G::channels,
-                   detail::AffineGrads<accumulator_t<T>>{ws.sum.data(), ws.sq_sum.data(), dgamma, dbeta, accumulate});
+    for_each_index(
+        ctx.policy(), G::channels,
+        detail::AffineGrads<accumulator_t<T>>{ws.sum.data(), ws.sq_sum.data(), a.dgamma, a.dbeta, a.accumulate});
     if (!dx) return;
     for_each_index(ctx.policy(), batch * G::size,
-                   detail::InputGrad<G, T>{x, dy, relu_y, gamma, ws.mean.data(), ws.invstd.data(), ws.sum.data(),
-                                           ws.sq_sum.data(), double(batch * G::plane), training, dx});
+                   detail::InputGrad<G, T>{x, dy, relu_y, a.gamma, ws.mean.data(), ws.invstd.data(), ws.sum.data(),
+                                           ws.sq_sum.data(), double(batch * G::plane), a.training, dx});
   }
 
  private:

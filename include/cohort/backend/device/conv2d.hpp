@@ -18,6 +18,7 @@
 #include "cohort/backend/device/for_each_index.hpp"
 #include "cohort/backend/device/gemm.hpp"
 #include "cohort/backend/device/segmented_sum.hpp"
+#include "cohort/backend/op_arguments.hpp"
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/macros.hpp"
 
@@ -163,12 +164,16 @@ struct Conv2dKernels {
                    detail::FromChannelMajor<G, T, A>{ws.scratch.data(), b, y, batch, relu});
   }
 
-  /// `relu_y`: the output of a fused ReLU (dy is then that ReLU's output gradient).
+  /// Gradients of input, weights and bias (ops/op_arguments.hpp). `a.x` is not read: forward
+  /// left its patches in ws.cols.
   template <class G, class T>
-  static void backward(context& ctx, const T* /*x: its patches are in ws.cols*/, const T* w, const T* dy, T* dx,
-                       accumulator_t<T>* dw, accumulator_t<T>* db, std::size_t batch, bool accumulate,
-                       workspace<G, T>& ws, const T* relu_y = nullptr) {
+  static void backward(context& ctx, const ops::Conv2dBackwardArgs<T>& a, workspace<G, T>& ws) {
     using A = accumulator_t<T>;
+    const T *w = a.w, *dy = a.dy, *relu_y = a.relu_y;
+    T* dx = a.dx;
+    A *dw = a.dw, *db = a.db;
+    const std::size_t batch = a.batch;
+    const bool accumulate = a.accumulate;
     const std::size_t np = batch * G::out_plane;
     ws.dyt.resize_uninitialized(G::out_channels * np);
     for_each_index(ctx.policy(), G::out_channels * np, detail::ToChannelMajor<G, T>{dy, relu_y, ws.dyt.data(), batch});

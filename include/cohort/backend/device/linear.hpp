@@ -7,6 +7,7 @@
 
 #include "cohort/backend/device/for_each_index.hpp"
 #include "cohort/backend/device/gemm.hpp"
+#include "cohort/backend/op_arguments.hpp"
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/macros.hpp"
 
@@ -67,9 +68,13 @@ struct LinearKernels {
 
   /// dW (Out, In) = dY^T x and db in the accumulator type; dx (batch, In) = dY W when wanted.
   template <std::size_t In, std::size_t Out, class T>
-  static void backward(context& ctx, const T* x, const T* w, const T* dy, T* dx, accumulator_t<T>* dw,
-                       accumulator_t<T>* db, std::size_t batch, bool accumulate, workspace<In, Out, T>&) {
+  static void backward(context& ctx, const ops::LinearBackwardArgs<T>& args, workspace<In, Out, T>&) {
     using A = accumulator_t<T>;
+    const T *x = args.x, *w = args.w, *dy = args.dy;
+    T* dx = args.dx;
+    A *dw = args.dw, *db = args.db;
+    const std::size_t batch = args.batch;
+    const bool accumulate = args.accumulate;
     ctx.gemm(GemmArgs<T, A>{.trans_a = true,
                             .trans_b = false,
                             .m = Out,
