@@ -4,8 +4,10 @@
 /// `Arguments` habit): a call site says which buffer is which, so two swapped pointers of the
 /// same type read as a mistake instead of compiling silently.
 ///
-///     ops::Conv2dKernels<Backend>::template backward<G>(ctx, {.x = x, .w = w, .dy = dy, .dx = dx,
-///                                                             .dw = dw, .db = db, .batch = n}, ws);
+///     ops::Conv2dKernels<Backend>::template backward<G>(
+///         ctx, ops::Conv2dBackwardArgs<T>{.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = db, .batch = n}, ws);
+///
+/// (Name the struct's type: the entry points deduce T from it.)
 ///
 /// Pointers are the backend's memory (device pointers on a device backend). The storage type T
 /// is float, double, half or bfloat16; weight-side gradients and BatchNorm's affine parameters

@@ -9,7 +9,7 @@
 ///
 /// Entry points with many buffers take an argument struct instead (op_arguments.hpp):
 ///
-///     ops::Conv2dKernels<Backend>::template backward<Geometry>(ctx, {.x = x, .w = w, .dy = dy, ...}, ws);
+///     ops::Conv2dKernels<Backend>::template backward<Geometry>(ctx, ops::Conv2dBackwardArgs<T>{.x = x, ...}, ws);
 ///
 /// A backend (cohort/backend/cpu.hpp, cohort/backend/cuda.cuh) specialises every family below.
 /// Geometry arrives as a type whose members are compile-time constants, so a backend can pick or

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Global average pooling, as torch.nn.AdaptiveAvgPool2d(1): every (H, W) plane to its mean.
+/// Example (compiled: tests/docs/headers.cpp, "layers/adaptive_avg_pool2d"):
 ///
 ///     using Head = Sequential<Input<512, 7, 7>, AdaptiveAvgPool2d<1>, Flatten, Linear<512, 10>>;
 ///

@@ -2,6 +2,7 @@
 /// \file
 /// 2-D average pooling with PyTorch's argument order and defaults (stride = kernel,
 /// ceil_mode=False, count_include_pad=True).
+/// Example (compiled: tests/docs/headers.cpp, "layers/avg_pool2d"):
 ///
 ///     using Net = Sequential<Input<16, 26, 26>, AvgPool2d<2>>;          // -> Shape<16, 13, 13>
 ///     using Same = Sequential<Input<16, 8, 8>, AvgPool2d<3, 1, 1>>;     // -> Shape<16, 8, 8>

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Batch normalisation of feature vectors, as torch.nn.BatchNorm1d on (N, Features) batches.
+/// Example (compiled: tests/docs/headers.cpp, "layers/batch_norm1d"):
 ///
 ///     using Head = Sequential<Input<64, 4, 4>, Flatten, Linear<1024, 128>, BatchNorm1d<128>, ReLU>;
 ///

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Batch normalisation over the channels of (C, H, W) samples, as torch.nn.BatchNorm2d.
+/// Example (compiled: tests/docs/headers.cpp, "layers/batch_norm2d"):
 ///
 ///     using Block = Sequential<Input<1, 28, 28>, Conv2d<1, 16, 5, 1, 2>, BatchNorm2d<16>, ReLU>;
 ///

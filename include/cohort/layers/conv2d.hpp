@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// 2-D convolution over (C, H, W) samples, with PyTorch's argument order and defaults.
+/// Example (compiled: tests/docs/headers.cpp, "layers/conv2d"):
 ///
 ///     using Net = Sequential<Input<1, 28, 28>, Conv2d<1, 16, 3>, ReLU>;   // -> Shape<16, 26, 26>
 ///     using Stem = Sequential<Input<3, 32, 32>, Conv2d<3, 16, 3, 1, 1, false>, BatchNorm2d<16>>;  // bias=False

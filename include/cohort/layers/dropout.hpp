@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Dropout (element-wise) and Dropout2d (whole channels), active in training mode only.
+/// Example (compiled: tests/docs/headers.cpp, "layers/dropout"):
 ///
 ///     using Head = Sequential<Input<64>, Dropout<0.25f>, Linear<64, 10>>;
 ///

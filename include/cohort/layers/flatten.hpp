@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Flattens (C, H, W) samples to vectors of C*H*W features (torch.nn.Flatten with start_dim=1).
+/// Example (compiled: tests/docs/headers.cpp, "layers/flatten"):
 ///
 ///     using Net = Sequential<Input<32, 12, 12>, Flatten, Linear<4608, 10>>;
 ///

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Gaussian error linear unit (torch.nn.GELU with approximate='none'), element-wise on any shape.
+/// Example (compiled: tests/docs/headers.cpp, "layers/gelu"):
 ///
 ///     using Head = Sequential<Input<256>, Linear<256, 256>, GELU, Linear<256, 10>>;
 

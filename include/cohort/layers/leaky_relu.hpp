@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Leaky rectified linear unit (torch.nn.LeakyReLU), element-wise on any shape.
+/// Example (compiled: tests/docs/headers.cpp, "layers/leaky_relu"):
 ///
 ///     using Net = Sequential<Input<16, 8, 8>, BatchNorm2d<16>, LeakyReLU<>>;      // slope 0.01
 ///     using Steep = Sequential<Input<10>, Linear<10, 10>, LeakyReLU<0.2f>>;

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Fully connected layer y = x W^T + b on feature vectors.
+/// Example (compiled: tests/docs/headers.cpp, "layers/linear"):
 ///
 ///     using Head = Sequential<Input<64>, Linear<64, 10>>;
 ///

@@ -2,6 +2,7 @@
 /// \file
 /// Log-softmax over the features of each sample (torch.nn.LogSoftmax(dim=1)); pair it with
 /// NllLoss, or leave it out and use CrossEntropyLoss on the raw scores.
+/// Example (compiled: tests/docs/headers.cpp, "layers/log_softmax"):
 ///
 ///     using Net = Sequential<Input<64>, Linear<64, 10>, LogSoftmax>;
 

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// 2-D max pooling with PyTorch's argument order and defaults (stride = kernel).
+/// Example (compiled: tests/docs/headers.cpp, "layers/max_pool2d"):
 ///
 ///     using Net = Sequential<Input<16, 26, 26>, MaxPool2d<2>>;   // -> Shape<16, 13, 13>
 ///

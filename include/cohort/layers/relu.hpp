@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Rectified linear unit, element-wise on any shape.
+/// Example (compiled: tests/docs/headers.cpp, "layers/relu"):
 ///
 ///     using Net = Sequential<Input<10>, Linear<10, 10>, ReLU>;
 

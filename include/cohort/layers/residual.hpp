@@ -2,6 +2,7 @@
 /// \file
 /// Residual blocks: a layer whose output is body(x) + shortcut(x), each branch a list of layers
 /// bound to the block's input shape, so a ResNet is a Sequential of blocks.
+/// Example (compiled: tests/docs/headers.cpp, "layers/residual"):
 ///
 ///     using Basic = Residual<Branch<Conv2d<16, 16, 3, 1, 1, false>, BatchNorm2d<16>, ReLU,
 ///                                   Conv2d<16, 16, 3, 1, 1, false>, BatchNorm2d<16>>>;    // identity shortcut

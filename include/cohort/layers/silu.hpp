@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Sigmoid-weighted linear unit (torch.nn.SiLU, "swish"), element-wise on any shape.
+/// Example (compiled: tests/docs/headers.cpp, "layers/silu"):
 ///
 ///     using Net = Sequential<Input<16, 8, 8>, Conv2d<16, 16, 3, 1, 1, false>, BatchNorm2d<16>, SiLU>;
 

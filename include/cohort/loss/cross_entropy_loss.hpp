@@ -2,6 +2,7 @@
 /// \file
 /// Cross-entropy on raw scores (torch.nn.CrossEntropyLoss, mean reduction): log-softmax and NLL
 /// fused, numerically stable for any logit magnitude.
+/// Example (compiled: tests/docs/headers.cpp, "loss/cross_entropy_loss"):
 ///
 ///     cohort::CrossEntropyLoss ce;                     // or ce({.label_smoothing = 0.1, .class_weights = w})
 ///     double l = ce.forward(net.forward(x), labels);

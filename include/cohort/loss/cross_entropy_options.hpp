@@ -2,8 +2,9 @@
 /// \file
 /// torch.nn.CrossEntropyLoss's `label_smoothing` and `weight`, and the weight totals that the
 /// engines normalise a split batch by.
+/// Example (compiled: tests/docs/headers.cpp, "loss/cross_entropy_options"):
 ///
-///     cohort::CrossEntropyLoss ce({.label_smoothing = 0.1, .class_weights = {1, 2, 1, ...}});
+///     cohort::CrossEntropyLoss ce({.label_smoothing = 0.1, .class_weights = {1, 2, 1, 1, 1, 1, 1, 1, 1, 1}});
 ///
 /// With class weights w and smoothing eps over C classes, the mean loss is torch's
 ///

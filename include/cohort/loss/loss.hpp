@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// What the classification losses share: label validation and the gradient view they return.
+/// Example (compiled: tests/docs/headers.cpp, "loss/loss"):
 ///
 ///     double l = loss.forward(logits, labels);   // mean over the batch
 ///     net.backward(loss.backward());             // d loss / d logits, typed like the logits

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Negative log-likelihood on log-probabilities (torch.nn.NLLLoss, mean reduction).
+/// Example (compiled: tests/docs/headers.cpp, "loss/nll_loss"):
 ///
 ///     cohort::NllLoss nll;
 ///     double l = nll.forward(net.forward(x), labels);   // after a LogSoftmax layer

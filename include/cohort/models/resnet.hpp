@@ -3,6 +3,7 @@
 /// Residual networks for 1x28x28 images (Fashion-MNIST), He et al.'s CIFAR family: a 3x3 stem,
 /// three stages of basic blocks at 16, 32 and 64 channels (the second and third halve the image
 /// with a strided block and a projection shortcut), global average pooling and a linear head.
+/// Example (compiled: tests/docs/headers.cpp, "models/resnet"):
 ///
 ///     cohort::Trainer<cohort::models::ResNet20, cohort::Sgd<>> trainer(sgd, options);
 ///

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// The networks of the seed notebooks, shared by examples, tests and benchmarks.
+/// Example (compiled: tests/docs/headers.cpp, "models/seed_models"):
 ///
 ///     cohort::Network<cohort::models::ModelA> net;
 ///

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// A runnable network on one device: parameters, gradients and an executor together.
+/// Example (compiled: tests/docs/headers.cpp, "network/network"):
 ///
 ///     cohort::Network<ModelA> net(/*seed=*/0);     // CPU, float, PyTorch's default init
 ///     auto logp = net.forward(images);              // images: xt::xtensor<float, 4> (N,1,28,28)

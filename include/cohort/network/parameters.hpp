@@ -1,9 +1,10 @@
 #pragma once
 /// \file
 /// The flat stores that hold a network's tensors, and their names.
+/// Example (compiled: tests/docs/headers.cpp, "network/parameters"):
 ///
-///     cohort::Parameters<Net> p;           // parameters, running statistics, counters
-///     p.initialize(/*seed=*/0);            // PyTorch's default initialisation, seeded
+///     cohort::Parameters<Net, float, cohort::Cpu> p;   // parameters, running statistics, counters
+///     p.initialize(/*seed=*/0);                        // PyTorch's default initialisation, seeded
 ///     for (auto& t : p.state_dict()) std::cout << t.name << '\n';   // "0.weight", "0.bias", ...
 ///
 /// All parameters sit in one contiguous, aligned array in state_dict order (likewise gradients,

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Compile-time composition of layers into a statically shaped network.
+/// Example (compiled: tests/docs/headers.cpp, "network/sequential"):
 ///
 ///     using Net = Sequential<Input<1, 28, 28>, Conv2d<1, 16, 3>, ReLU, MaxPool2d<2>, Flatten,
 ///                            Linear<2704, 10>, LogSoftmax>;

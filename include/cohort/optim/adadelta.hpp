@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Adadelta (torch.optim.Adadelta): the optimiser of seed 000 (lr 0.5).
+/// Example (compiled: tests/docs/headers.cpp, "optim/adadelta"):
 ///
 ///     cohort::Adadelta opt({.lr = 0.5});
 

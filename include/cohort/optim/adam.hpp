@@ -3,6 +3,7 @@
 /// Adam, optionally AMSGrad, with L2 weight decay (torch.optim.Adam), and AdamW: the same with
 /// decoupled weight decay (torch.optim.AdamW: the parameter shrinks by lr * weight_decay before
 /// the Adam update instead of the decay entering the gradient).
+/// Example (compiled: tests/docs/headers.cpp, "optim/adam"):
 ///
 ///     cohort::Adam opt({.lr = 1e-3, .eps = 1e-7});   // seed 003's settings
 ///     cohort::AdamW w({.lr = 1e-3, .weight_decay = 0.05});

@@ -2,8 +2,9 @@
 /// \file
 /// torch.nn.utils.clip_grad_norm_ for hand-written loops: scales the gradients so that their
 /// global L2 norm is at most `max_norm`, and returns the norm before clipping.
+/// Example (compiled: tests/docs/headers.cpp, "optim/clip_grad_norm"):
 ///
-///     double norm = cohort::clip_grad_norm(net.gradient_store(), /*max_norm=*/1.0);
+///     double norm = cohort::clip_grad_norm(net.gradients().values.span(), /*max_norm=*/1.0);
 ///     opt.step(net);
 ///
 /// Optimisers do the same inside step() with set_max_grad_norm (what the Trainer uses: the

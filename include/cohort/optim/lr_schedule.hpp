@@ -1,11 +1,12 @@
 #pragma once
 /// \file
 /// Learning-rate schedules with torch.optim.lr_scheduler's exact values.
+/// Example (compiled: tests/docs/headers.cpp, "optim/lr_schedule"):
 ///
 ///     auto sched = cohort::LrSchedule::parse("step,step_size=1,gamma=0.7"); // pytorch/examples' mnist
 ///     for (std::uint64_t epoch = 0; epoch < 14; ++epoch) {
 ///       opt.set_lr(sched.lr(1.0, epoch));   // the rate torch uses after `epoch` scheduler.step() calls
-///       ... train one epoch ...
+///       // ... train one epoch ...
 ///     }
 ///
 /// A schedule is a pure function of (base rate, number of scheduler steps taken): nothing to

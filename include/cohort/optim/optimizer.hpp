@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// What every optimiser provides, and the helpers they share.
+/// Example (compiled: tests/docs/headers.cpp, "optim/optimizer"):
 ///
 ///     cohort::Adam opt({.lr = 1e-3});
 ///     opt.step(net);          // or opt.step(params_span, grads_span)

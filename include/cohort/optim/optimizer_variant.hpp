@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// `OptimizerVariant<Os...>`: one of several optimisers, chosen at run time.
+/// Example (compiled: tests/docs/headers.cpp, "optim/optimizer_variant"):
 ///
 ///     using AnyOpt = cohort::OptimizerVariant<cohort::Sgd<>, cohort::Adam<>, cohort::Adadelta<>>;
 ///     AnyOpt opt = flag == "adam" ? AnyOpt(cohort::Adam({.lr = 1e-3})) : AnyOpt(cohort::Sgd({.lr = 0.1}));

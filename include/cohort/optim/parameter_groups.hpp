@@ -2,6 +2,7 @@
 /// \file
 /// Parameter groups: parts of the flat parameter array that an optimiser treats differently
 /// (torch.optim's param_groups), and the rule that picks them per tensor.
+/// Example (compiled: tests/docs/headers.cpp, "optim/parameter_groups"):
 ///
 ///     // The usual CNN recipe: no weight decay on BatchNorm parameters and biases.
 ///     opt.set_parameter_groups(cohort::parameter_groups<Net>(cohort::no_decay_on_norms_and_biases()));

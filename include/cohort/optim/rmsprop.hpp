@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// RMSprop, optionally centred and with momentum, with L2 weight decay (torch.optim.RMSprop).
+/// Example (compiled: tests/docs/headers.cpp, "optim/rmsprop"):
 ///
 ///     cohort::RmsProp opt({.lr = 1e-3, .momentum = 0.9, .centered = true});
 

@@ -2,6 +2,7 @@
 /// \file
 /// Stochastic gradient descent with momentum, dampening, Nesterov and weight decay
 /// (torch.optim.SGD).
+/// Example (compiled: tests/docs/headers.cpp, "optim/sgd"):
 ///
 ///     cohort::Sgd opt({.lr = 0.01, .momentum = 0.9, .nesterov = true});
 ///     opt.step(net);

@@ -1,8 +1,9 @@
 #pragma once
 /// \file
 /// The default precision policy: float everywhere.
+/// Example (compiled: tests/docs/headers.cpp, "precision/full_precision"):
 ///
-///     cohort::Trainer<Net, cohort::Sgd<>, cohort::SingleDevice<>, cohort::FullPrecision> trainer(...);
+///     cohort::Trainer<Net, cohort::Sgd<>, cohort::SingleDevice<>, cohort::FullPrecision> trainer(opt);
 
 #include <concepts>
 #include <string_view>

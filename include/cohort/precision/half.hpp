@@ -2,6 +2,7 @@
 /// \file
 /// 16-bit floating-point storage types for host and device code: `half` (IEEE 754 binary16, the
 /// bits of CUDA's __half) and `bfloat16` (the top half of a float, the bits of __nv_bfloat16).
+/// Example (compiled: tests/docs/headers.cpp, "precision/half"):
 ///
 ///     cohort::half h(0.1f);            // rounded to nearest, ties to even
 ///     float f = float(h);              // exact

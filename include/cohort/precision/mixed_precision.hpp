@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// `MixedPrecision<fp16>` and `MixedPrecision<bf16>`: Apex O2 as a precision policy.
+/// Example (not compiled: its second trainer needs MPI (cohort/mpi.hpp)):
 ///
 ///     cohort::Trainer<Net, cohort::Adam<>, cohort::SingleDevice<>, cohort::MixedPrecision<cohort::fp16>> t(opt);
 ///     cohort::Trainer<Net, cohort::Adam<>, cohort::ProcessGroupDDP<cohort::Mpi>, cohort::MixedPrecision<cohort::bf16>>
