@@ -12,7 +12,7 @@
 //       norms and biases), gradient clipping, a warm-up + cosine schedule, label smoothing, class
 //       weights, crop + flip: bitwise equal to ThreadedReplicas<4>, the same gradient norm on
 //       every rank, and clipping engaged at the last step.
-//   mpirun -np N ddp_check resume --save FILE | --resume FILE --out FILE
+//   mpirun -np N ddp_check resume --save FILE | --resume FILE --out FILE [--per-rank]
 //       deterministic model A: 1 epoch then a checkpoint (any world size), or resume + 1 epoch
 //       into a trainer built with another seed (the checkpoint's must win), checking the step
 //       and epoch right after loading.
@@ -78,6 +78,7 @@ namespace {
 struct Args {
   std::string mode, out, save, resume;
   bool deterministic = false;
+  bool per_rank = false; // resume: not in deterministic mode (error feedback's per-rank residuals)
   test::Fault fault;
   double rank2_timeout = 3.0; // the fault cases' deadline on rank 2 (3 s on the others)
 };
@@ -126,10 +127,10 @@ std::vector<float> trained_over_ranks(const Args& a, const Bands& data, std::siz
 /// process trained on the same data at batch `global` with float gradients.
 std::pair<double, std::string> difference_from_one_process(const std::vector<float>& w, const Bands& data,
                                                            std::size_t global) {
-  const GradientCompression saved = compression;
-  compression = GradientCompression::none;
-  Trainer<models::ModelC, Sgd<>> one(sgd(), options(global, false));
-  compression = saved;
+  TrainerOptions o = options(global, false);
+  o.parallel.compression = GradientCompression::none; // one process sends nothing
+  o.parallel.error_feedback = false;
+  Trainer<models::ModelC, Sgd<>> one(sgd(), o);
   one.fit(data, 2);
   return worst_tensor_difference<models::ModelC>(w, values(one.parameters()));
 }
@@ -199,7 +200,7 @@ int recipe(const Args& a) {
 int resume(const Args& a) {
   const Bands data(64, 2);
   const std::size_t per_rank = 32 / std::size_t(world_size());
-  TrainerOptions o = options(per_rank, true);
+  TrainerOptions o = options(per_rank, !a.per_rank);
   if (!a.resume.empty()) o.seed = 12; // other initial weights, dropout and shuffling: resume must replace them
   Trainer<models::ModelA, Adadelta<>, ProcessGroupDDP<Mpi>> t(Adadelta({.lr = 0.5}), o);
   if (!a.resume.empty()) {
@@ -385,6 +386,7 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     const std::string s = argv[i];
     if (s == "--deterministic") a.deterministic = true;
+    if (s == "--per-rank") a.per_rank = true;
     if (s == "--out" && i + 1 < argc) a.out = argv[++i];
     if (s == "--save" && i + 1 < argc) a.save = argv[++i];
     if (s == "--resume" && i + 1 < argc) a.resume = argv[++i];

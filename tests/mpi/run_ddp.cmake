@@ -1,8 +1,9 @@
 # Runs ddp_check under mpirun and checks what it must do (see ddp_check.cpp).
 #   cmake -DMPIEXEC=... -DEXE=ddp_check -DWORK=dir -DCASE=<case> -P run_ddp.cmake
-# Cases: equivalence, deterministic, augment, recipe, tcp, resume, resnet, mismatch, environment, accumulate, overflow, and
+# Cases: equivalence, deterministic, augment, recipe, tcp, resume, resume_error_feedback, resnet, mismatch, environment, accumulate, overflow, and
 # the fault cases kill, hang, hang_uneven_deadlines, stall_startup, stall_broadcast, stall_loss, stall_evaluation,
-# stall_checkpoint; with EXE=ddp_device_check: device_equivalence, device_resume, device_mixed,
+# stall_checkpoint; with EXE=ddp_device_check: device_equivalence, device_resume,
+# device_resume_error_feedback, device_mixed,
 # device_compressed, device_kill, device_compressed_kill, device_hang, device_setup.
 # mpirun runs as root (CI containers) and with more ranks than cores: --allow-run-as-root
 # --oversubscribe. Every run has a wall-clock limit, so a hang fails the test instead of CI.
@@ -159,6 +160,30 @@ elseif(CASE STREQUAL "resume")
     expect_success("${rc}" "${out}")
     expect_same(${WORK}/straight.bin ${WORK}/resumed${np}.bin)
   endforeach()
+elseif(CASE STREQUAL "resume_error_feedback")
+  # Error feedback's residuals travel in the checkpoint. Deterministic mode saves them per chunk:
+  # resumed on 1, 2 or 4 ranks the weights are bitwise the straight run's. Without deterministic
+  # mode they are per rank: resumed on the same world size, bitwise again. A run without error
+  # feedback resumes such a checkpoint too (the residuals are ignored).
+  set(ef --compress bf16 --error-feedback)
+  run(2 rc out 120 -- resume ${ef} --out ${WORK}/straight.bin)
+  expect_success("${rc}" "${out}")
+  run(2 rc out 120 -- resume ${ef} --save ${WORK}/epoch1.safetensors)
+  expect_success("${rc}" "${out}")
+  foreach(np 1 2 4)
+    run(${np} rc out 120 -- resume ${ef} --resume ${WORK}/epoch1.safetensors --out ${WORK}/resumed${np}.bin)
+    expect_success("${rc}" "${out}")
+    expect_same(${WORK}/straight.bin ${WORK}/resumed${np}.bin)
+  endforeach()
+  run(2 rc out 120 -- resume --resume ${WORK}/epoch1.safetensors)
+  expect_success("${rc}" "${out}")
+  run(2 rc out 120 -- resume ${ef} --per-rank --out ${WORK}/straight_per_rank.bin)
+  expect_success("${rc}" "${out}")
+  run(2 rc out 120 -- resume ${ef} --per-rank --save ${WORK}/per_rank.safetensors)
+  expect_success("${rc}" "${out}")
+  run(2 rc out 120 -- resume ${ef} --per-rank --resume ${WORK}/per_rank.safetensors --out ${WORK}/resumed_per_rank.bin)
+  expect_success("${rc}" "${out}")
+  expect_same(${WORK}/straight_per_rank.bin ${WORK}/resumed_per_rank.bin)
 elseif(CASE STREQUAL "resnet")
   foreach(np 1 2)
     run(${np} rc out 300 -- resnet)
@@ -267,6 +292,10 @@ elseif(CASE STREQUAL "device_equivalence")
   endforeach()
 elseif(CASE STREQUAL "device_resume")
   run(2 rc out 300 -- resume)
+  expect_success("${rc}" "${out}")
+elseif(CASE STREQUAL "device_resume_error_feedback")
+  # The device engine's error-feedback residuals (on the device) travel in the checkpoint too.
+  run(2 rc out 300 -- resume --compress bf16 --error-feedback)
   expect_success("${rc}" "${out}")
 elseif(CASE STREQUAL "device_mixed")
   run(2 rc out 300 -- mixed)

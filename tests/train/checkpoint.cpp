@@ -233,3 +233,36 @@ TEST_CASE("load_checkpoint: names and values from the file are escaped in the Ch
     CHECK(std::string(e.what()).find("x\\xff\\x01: unexpected (this network has no such tensor)") != std::string::npos);
   }
 }
+
+TEST_CASE("Checkpoint: error feedback's residuals round-trip, other trainers ignore them, a malformed one is named") {
+  TempDir dir("cohort_checkpoint_");
+  Network<models::ModelC> net(1), other(2);
+  Adam<> opt({.lr = 1e-3}), other_opt({.lr = 1e-3});
+  const ErrorFeedbackState saved{.layout = ErrorFeedbackState::Layout::per_chunk,
+                                 .rows = 4,
+                                 .row_size = 3,
+                                 .values = {1, -2, 3, 4, 5e-8f, 6, 7, 8, 9, 10, 11, -12}};
+  const fs::path path = dir.path / "ef.safetensors";
+  save_checkpoint(path, net.parameters(), opt, TrainerState{}, &saved);
+  ErrorFeedbackState back;
+  load_checkpoint(path, other.parameters(), other_opt, &back);
+  CHECK(back.layout == ErrorFeedbackState::Layout::per_chunk);
+  CHECK(back.rows == 4);
+  CHECK(back.row_size == 3);
+  CHECK(back.values == saved.values);
+  CHECK_NOTHROW(load_checkpoint(path, other.parameters(), other_opt)); // a trainer without error feedback
+
+  // The residuals reshaped to one dimension (checksums removed, so the shape check speaks).
+  auto bytes = test::file_bytes(path);
+  const auto metadata = SafetensorsFile::parse("x", bytes).metadata();
+  for (const auto& [key, value] : metadata)
+    if (key.rfind("cohort.crc32c", 0) == 0)
+      bytes = test::edit_header(bytes, test::entry_text(test::header_of(bytes), key), "");
+  bytes = test::edit_header(bytes, "\"shape\":[4,3]", "\"shape\":[12]");
+  ErrorFeedbackState unused;
+  CHECK_THROWS_WITH_AS(
+      load_checkpoint(SafetensorsFile::parse("reshaped", bytes), other.parameters(), other_opt, &unused),
+      doctest::Contains("cohort.error_feedback.per_chunk: F32 12 in the file, F32 (rows, values) "
+                        "expected"),
+      CheckpointError);
+}

@@ -16,8 +16,9 @@
 ///
 /// Error feedback (off by default, as in PyTorch's hooks): each rank keeps what rounding took
 /// from its gradient and adds it to the next step's before rounding (1-bit SGD / EF-SGD), so
-/// the rounding error is delayed, not lost. The residual is per rank and is not saved in
-/// checkpoints: a run resumed with error feedback restarts it at zero.
+/// the rounding error is delayed, not lost. Checkpoints keep the residuals
+/// (train/error_feedback_state.hpp): a resume on the same world size, or in deterministic mode
+/// on any world size dividing the chunk count, continues bit for bit.
 ///
 /// The device engines (ProcessGroupDDP<Nccl, Cuda>, ProcessGroupDDP<Mpi, ThrustDevice>) pack and
 /// widen on the device with the same rounding (backend/device/gradient_packing.hpp); NCCL then

@@ -79,10 +79,15 @@ class BucketedAllReduce {
       if (compression.error_feedback) residual_.resize(n); // zeroed
     }
   }
-  /// Error feedback: what rounding has dropped so far (empty without it).
+  /// Error feedback: what rounding has dropped so far (empty without it), and its replacement
+  /// (a checkpoint's; between steps, when the communication stream is idle).
   std::vector<float> residual() const {
     gpu::detail::DeviceGuard on(device_);
     return residual_.to_host();
+  }
+  void set_residual(const std::vector<float>& r) {
+    gpu::detail::DeviceGuard on(device_);
+    residual_.assign_from_host(r.data(), r.size());
   }
   void begin(float* grads) noexcept { grads_ = grads, next_ = 0; }
   /// Backward (queued on `compute`) has produced bucket b: all-reduce it on the communication
@@ -262,6 +267,7 @@ class device::RankAllReduce<Nccl, Cuda> {
   void finish(MpiCommunicator& mpi, CudaContext& ctx) { gpu_->finish(ctx.stream, watch(mpi)); }
   const std::vector<GradientBucket>& buckets() const noexcept { return buckets_; }
   std::vector<float> residual() const { return gpu_->residual(); }
+  void set_residual(const std::vector<float>& r) { gpu_->set_residual(r); }
 
  private:
   std::vector<GradientBucket> buckets_;

@@ -34,6 +34,7 @@
 #include "cohort/core/error.hpp"
 #include "cohort/io/safetensors.hpp"
 #include "cohort/network/parameters.hpp"
+#include "cohort/train/error_feedback_state.hpp"
 
 namespace cohort {
 
@@ -173,9 +174,11 @@ void load_weights(const std::filesystem::path& path, Params& p) {
   load_weights(SafetensorsFile::read(path), p);
 }
 
-/// Writes weights, optimiser state and the trainer's position atomically.
+/// Writes weights, optimiser state and the trainer's position atomically; with `ef`, error
+/// feedback's residuals too (train/error_feedback_state.hpp).
 template <class Params, class Opt>
-void save_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, const TrainerState& s) {
+void save_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, const TrainerState& s,
+                     const ErrorFeedbackState* ef = nullptr) {
   SafetensorsWriter w;
   w.set_metadata("format", "pt");
   w.set_metadata("cohort.network", Params::net_type::signature());
@@ -202,13 +205,17 @@ void save_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, con
     detail::each_optimizer_tensor(p, slot, [&](const std::string& key, const TensorRef& t, auto* data) {
       w.add(key, t.dtype, t.shape, data, t.bytes());
     });
+  if (ef && !ef->empty())
+    w.add(std::string(ef->tensor_name()), DType::f32, {ef->rows, ef->row_size}, ef->values.data(),
+          ef->values.size() * sizeof(float));
   w.write(path);
 }
 
 /// Loads a checkpoint written by save_checkpoint into `p` and `opt` and returns the trainer's
-/// position. Throws CheckpointError listing every mismatch (nothing is changed then).
+/// position; error feedback's residuals, if the file has them, into `ef` (if given; ignored
+/// otherwise). Throws CheckpointError listing every mismatch (nothing is changed then).
 template <class Params, class Opt>
-TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt) {
+TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt, ErrorFeedbackState* ef = nullptr) {
   const std::filesystem::path& path = f.path();
   std::vector<std::string> problems;
   detail::check_model_tensors(f, p, problems);
@@ -260,6 +267,15 @@ TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt) {
                                           " in the file, ", dtype_name(t.dtype), " ", detail::shape_str(t.shape),
                                           " expected"));
     });
+  const SafetensorsEntry* residuals = nullptr;
+  for (const auto name : {ErrorFeedbackState::per_rank_tensor, ErrorFeedbackState::per_chunk_tensor})
+    if (const SafetensorsEntry* e = f.find(name)) {
+      known.emplace_back(name);
+      residuals = e;
+      if (e->dtype != DType::f32 || e->shape.size() != 2)
+        problems.push_back(detail::concat(name, ": ", dtype_name(e->dtype), " ", detail::shape_str(e->shape),
+                                          " in the file, F32 (rows, values) expected"));
+    }
   for (const auto& e : f.entries())
     if (std::find(known.begin(), known.end(), e.name) == known.end() &&
         (same_optimizer || e.name.rfind("optimizer.", 0) != 0))
@@ -273,11 +289,17 @@ TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt) {
       std::memcpy(data, bytes.data(), bytes.size());
     });
   opt.set_steps(opt_steps);
+  if (ef && residuals) {
+    ef->layout = residuals->name == ErrorFeedbackState::per_chunk_tensor ? ErrorFeedbackState::Layout::per_chunk
+                                                                         : ErrorFeedbackState::Layout::per_rank;
+    ef->rows = residuals->shape[0], ef->row_size = residuals->shape[1];
+    ef->values = f.values<float>(residuals->name);
+  }
   return s;
 }
 template <class Params, class Opt>
-TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt) {
-  return load_checkpoint(SafetensorsFile::read(path), p, opt);
+TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, ErrorFeedbackState* ef = nullptr) {
+  return load_checkpoint(SafetensorsFile::read(path), p, opt, ef);
 }
 
 } // namespace cohort

@@ -94,8 +94,7 @@ class Trainer {
     else
       engine_.optimizer().set_lr(lr);
   }
-  /// The momentum of the next steps (SGD's and RMSprop's momentum, Adam's beta1), wherever the
-  /// optimiser runs: what a OneCycleLR schedule cycles.
+  /// The momentum (SGD's, RMSprop's; Adam's beta1) of the next steps, wherever the optimiser runs.
   void set_momentum(double m) requires requires(Opt& x) { x.set_momentum(0.9); }
   {
     if constexpr (requires(engine_type & e) { e.set_momentum(m); })
@@ -103,13 +102,11 @@ class Trainer {
     else
       engine_.optimizer().set_momentum(m);
   }
-  /// The global gradient norm before clipping at the last optimiser step (NaN without
-  /// clipping): clip_grad_norm_'s return value.
+  /// The gradient norm before clipping at the last step (NaN without): clip_grad_norm_'s value.
   double last_grad_norm() requires requires(Opt& x) { x.last_grad_norm(); }
   { return engine_.optimizer().last_grad_norm(); }
   engine_type& engine() noexcept { return engine_; }
-  /// The options as given to the constructor; seed() and shuffle() are the run's (a
-  /// checkpoint's after resume()).
+  /// The options as given to the constructor (seed() and shuffle() below are the run's).
   const TrainerOptions& options() const noexcept { return options_; }
   /// The seed of initialisation, dropout, shuffling and augmentation, and whether each epoch is
   /// shuffled: the constructor's options, or after resume() the checkpoint's.
@@ -222,8 +219,9 @@ class Trainer {
     engine_.sync_buffers();
     engine_.before_save();
     engine_.export_state(state_);
+    const ErrorFeedbackState ef = detail::gathered_error_feedback(engine_); // ProcessGroupDDP's, at rank 0
     engine_.barrier("the barrier before saving a checkpoint");
-    if (engine_.rank() == 0) save_checkpoint(path, parameters(), optimizer(), state_);
+    if (engine_.rank() == 0) save_checkpoint(path, parameters(), optimizer(), state_, &ef);
     engine_.barrier("the barrier after saving a checkpoint");
   }
   /// Continues from a checkpoint written by save(), by any policy and world size. Throws
@@ -231,10 +229,11 @@ class Trainer {
   /// ProcessGroupDDP rank 0 reads the file and sends everything to the other ranks.
   void resume(const std::filesystem::path& path) {
     TrainerState s;
+    ErrorFeedbackState ef;
     std::string error;
     if (engine_.rank() == 0) {
       try {
-        s = load_checkpoint(path, parameters(), optimizer());
+        s = load_checkpoint(path, parameters(), optimizer(), &ef);
       } catch (const Error& e) {
         error = e.what();
       }
@@ -243,6 +242,7 @@ class Trainer {
     if (!error.empty()) throw CheckpointError(engine_.rank() == 0 ? error : "rank 0 could not resume: " + error);
     engine_.after_load();
     engine_.import_state(s);
+    detail::restore_error_feedback(engine_, ef);
     engine_.set_seed(s.seed); // the checkpoint's dropout masks
     state_ = s;               // its position, seed and shuffle flag
   }

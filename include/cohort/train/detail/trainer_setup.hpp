@@ -13,6 +13,7 @@
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/optim/parameter_groups.hpp"
 #include "cohort/train/engine/engine.hpp"
+#include "cohort/train/error_feedback_state.hpp"
 #include "cohort/train/trainer_options.hpp"
 
 namespace cohort::detail {
@@ -86,6 +87,20 @@ TrainerOptions&& checked(TrainerOptions& o) {
                      "parallel.compression to bf16 or fp16, or error_feedback to false");
   return std::move(o);
 }
+/// ProcessGroupDDP's error-feedback residuals gathered at rank 0 for a checkpoint (empty for
+/// engines without them), and a checkpoint's put back (train/error_feedback_state.hpp).
+template <class Engine>
+ErrorFeedbackState gathered_error_feedback(Engine& e) {
+  if constexpr (requires { e.gather_error_feedback(); })
+    return e.gather_error_feedback();
+  else
+    return {};
+}
+template <class Engine>
+void restore_error_feedback(Engine& e, const ErrorFeedbackState& s) {
+  if constexpr (requires { e.scatter_error_feedback(s); }) e.scatter_error_feedback(s);
+}
+
 /// What the engine is built with; the settings every rank must share.
 template <class Net>
 EngineOptions engine_options(const TrainerOptions& o) {

@@ -28,7 +28,8 @@
 /// evaluation and checkpoints (DDP's broadcast_buffers).
 ///
 /// Compression (DataParallelOptions::compression): the same operations on 16-bit values, summed
-/// by an MPI reduction of their own that rounds every partial sum (parallel/gradient_compression.hpp).
+/// by an MPI reduction of their own that rounds every partial sum (parallel/gradient_compression.hpp);
+/// error feedback's residuals go into checkpoints (train/error_feedback_state.hpp).
 
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +48,7 @@
 #include "cohort/parallel/signature.hpp"
 #include "cohort/precision/full_precision.hpp"
 #include "cohort/train/engine/engine.hpp"
+#include "cohort/train/engine/error_feedback_exchange.hpp"
 #include "cohort/train/engine/precision_state.hpp"
 #include "cohort/train/engine/process_group_setup.hpp"
 
@@ -79,7 +81,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     gather_comm_ = comm_.duplicate();
     check_launch_environment(comm_);
     if (o_.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
-    agree(o.agreement);
+    agree_across_ranks(comm_, ddp_agreement_lines<Net, Precision>("ProcessGroupDDP<Mpi>", opt_, o_, o.agreement));
     check_chunks(o_, world_, "world size");
     broadcast_model("rank 0's initial parameters");
     buckets_ = plan_buckets<Net>(o_.bucket_kib * 1024);
@@ -89,8 +91,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
       slots_.resize(o_.deterministic_chunks / world_);
       for (auto& g : slots_) g = std::make_unique<grads_type>();
     }
-    if (compressed() && o_.error_feedback)
-      residual_.assign((o_.deterministic ? slots_.size() : 1) * Net::parameter_store_size, 0.f);
+    if (compressed() && o_.error_feedback) residual_.assign(ef_slots() * Net::parameter_store_size, 0.f);
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       BucketState& s = state_[b];
       const std::size_t len = buckets_[b].size();
@@ -161,6 +162,13 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   void share_from_root(std::string& error, State& state) {
     if (share_root_outcome(comm_, error, state)) broadcast_model("rank 0's checkpoint");
   }
+  /// Error feedback's residuals at rank 0 for a checkpoint, and back from one (collectives).
+  ErrorFeedbackState gather_error_feedback() {
+    return cohort::detail::gather_error_feedback(comm_, residual_, ef_slots(), o_.deterministic);
+  }
+  void scatter_error_feedback(const ErrorFeedbackState& s) {
+    cohort::detail::scatter_error_feedback(comm_, s, residual_, ef_slots(), o_.deterministic);
+  }
 
  private:
   /// One bucket's reduction in flight: reduce-scatter then all-gather (or one all-gather in
@@ -177,28 +185,14 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   };
 
   bool compressed() const noexcept { return o_.compression != GradientCompression::none; }
+  std::size_t ef_slots() const noexcept { return o_.deterministic ? slots_.size() : 1; }
   /// The MPI reduction that sums 16-bit values as o_.compression rounds them.
   MPI_Op sum16() const { return compressed_sum_op(o_.compression); }
   float* residual(std::size_t slot, std::size_t begin) {
     return residual_.empty() ? nullptr : residual_.data() + slot * Net::parameter_store_size + begin;
   }
 
-  /// Every rank's network, policies and settings must be the same.
-  void agree(const std::vector<std::string>& extra) {
-    std::vector<std::string> lines = network_signature<Net>();
-    lines.push_back("parallel: ProcessGroupDDP<Mpi>");
-    lines.push_back(concat("precision: ", Precision::name));
-    lines.push_back(concat("optimizer: ", optimizer_name(opt_)));
-    lines.push_back(concat("deterministic: ", o_.deterministic ? "on" : "off", ", chunks ", o_.deterministic_chunks));
-    lines.push_back(concat("bucket_kib: ", o_.bucket_kib));
-    lines.push_back(
-        concat("compression: ", compression_name(o_.compression), o_.error_feedback ? ", error feedback" : ""));
-    lines.insert(lines.end(), extra.begin(), extra.end());
-    agree_across_ranks(comm_, lines);
-  }
-
-  /// Rank 0's master parameters, running statistics and optimiser state to every rank; the
-  /// compute copy follows.
+  /// Rank 0's master parameters, statistics and optimiser state to every rank (and compute copy).
   void broadcast_model(const char* what) {
     broadcast_host_model(comm_, params_, opt_, what);
     prec_.after_load(ThreadPool::global());
@@ -207,8 +201,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   /// The rank's batch in one pass; buckets start from the backward hook on the last micro-batch.
   /// Returns the rank's loss as a local mean (the global one times world).
   double step_rank(input_view x, std::span<const std::int32_t> labels, const MicroStep& m, double total) {
-    // The rank's mean carries 1 / world; with class weights the loss is divided by the global
-    // weight total instead.
+    // The rank's mean carries 1 / world; with class weights, the global weight total does.
     const double scale = prec_.loss_factor() / ((total > 0 ? 1.0 : double(world_)) * double(m.count));
     const double per_world = total > 0 ? double(world_) : 1.0;
     const StepInfo info = train_step_info(seed_, m, rank_, world_, rank_ == 0);

@@ -39,6 +39,7 @@
 #include "cohort/parallel/signature.hpp"
 #include "cohort/train/engine/device_state.hpp"
 #include "cohort/train/engine/engine.hpp"
+#include "cohort/train/engine/error_feedback_exchange.hpp"
 #include "cohort/train/engine/process_group_ddp.hpp"
 
 namespace cohort::device {
@@ -127,8 +128,10 @@ class RankAllReduce {
     }
   }
   const std::vector<GradientBucket>& buckets() const noexcept { return buckets_; }
-  /// Error feedback: what rounding has dropped so far (empty without it).
+  /// Error feedback: what rounding has dropped so far (empty without it), and its replacement
+  /// (a checkpoint's).
   std::vector<float> residual() const { return residual_.to_host(); }
+  void set_residual(const std::vector<float>& r) { residual_.assign_from_host(r.data(), r.size()); }
 
  private:
   bool compressed() const noexcept { return compression_ != GradientCompression::none; }
@@ -183,14 +186,9 @@ requires(!host_memory_backend<Backend> &&
     check_launch_environment(comm_);
     if (o.parallel.deterministic)
       throw ValueError("ProcessGroupDDP on a device backend: deterministic mode is not implemented");
-    std::vector<std::string> lines = network_signature<Net>();
-    lines.push_back(concat("parallel: ProcessGroupDDP<", Comm::name, ", ", Backend::name, ">"));
-    lines.push_back(concat("precision: ", Precision::name));
-    lines.push_back(concat("optimizer: ", optimizer_name(this->opt_)));
-    lines.push_back(concat("compression: ", compression_name(o.parallel.compression),
-                           o.parallel.error_feedback ? ", error feedback" : ""));
-    lines.insert(lines.end(), o.agreement.begin(), o.agreement.end());
-    agree_across_ranks(comm_, lines);
+    agree_across_ranks(
+        comm_, ddp_agreement_lines<Net, Precision>(concat("ProcessGroupDDP<", Comm::name, ", ", Backend::name, ">"),
+                                                   this->opt_, o.parallel, o.agreement));
     set_up_device(o);
     if (o.parallel.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
     reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(
@@ -251,6 +249,15 @@ requires(!host_memory_backend<Backend> &&
   template <class State>
   void share_from_root(std::string& error, State& state) {
     if (share_root_outcome(comm_, error, state)) broadcast_model("rank 0's checkpoint");
+  }
+  /// Error feedback's residuals at rank 0 for a checkpoint, and back from one (collectives).
+  ErrorFeedbackState gather_error_feedback() {
+    return cohort::detail::gather_error_feedback(comm_, reduce_->residual(), 1, false);
+  }
+  void scatter_error_feedback(const ErrorFeedbackState& s) {
+    std::vector<float> r = reduce_->residual();
+    cohort::detail::scatter_error_feedback(comm_, s, r, 1, false);
+    if (!r.empty()) reduce_->set_residual(r);
   }
 
  private:

@@ -7,11 +7,15 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "cohort/core/error.hpp"
+#include "cohort/optim/optimizer.hpp"
+#include "cohort/parallel/gradient_compression.hpp"
 #include "cohort/parallel/mpi_communicator.hpp"
+#include "cohort/parallel/policy.hpp"
 #include "cohort/parallel/signature.hpp"
 
 namespace cohort::detail {
@@ -65,6 +69,23 @@ inline void agree_across_ranks(MpiCommunicator& comm, const std::vector<std::str
 }
 
 /// Rank 0's running statistics and counters of `p` (host memory) to every rank.
+/// What every rank must share, as the lines agree_across_ranks compares: the network, the
+/// policies (`parallel` names the engine's), the optimiser, the data-parallel settings and `extra`
+/// (the Trainer's).
+template <class Net, class Precision, class Opt>
+std::vector<std::string> ddp_agreement_lines(std::string_view parallel, const Opt& opt, const DataParallelOptions& o,
+                                             const std::vector<std::string>& extra) {
+  std::vector<std::string> lines = network_signature<Net>();
+  lines.push_back(concat("parallel: ", parallel));
+  lines.push_back(concat("precision: ", Precision::name));
+  lines.push_back(concat("optimizer: ", optimizer_name(opt)));
+  lines.push_back(concat("deterministic: ", o.deterministic ? "on" : "off", ", chunks ", o.deterministic_chunks));
+  lines.push_back(concat("bucket_kib: ", o.bucket_kib));
+  lines.push_back(concat("compression: ", compression_name(o.compression), o.error_feedback ? ", error feedback" : ""));
+  lines.insert(lines.end(), extra.begin(), extra.end());
+  return lines;
+}
+
 template <class P>
 void broadcast_buffers(MpiCommunicator& comm, P& p) {
   if (p.buffers.size())
