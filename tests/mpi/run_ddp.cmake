@@ -49,6 +49,28 @@ function(expect_same a b)
   endif()
 endfunction()
 
+# compressed_runs(<"np;format;-|--error-feedback;limit">...): one `compressed` run per spec, each
+# expected to succeed (the program checks rank agreement and the bound itself).
+function(compressed_runs) # (ARGN arrives flattened: four items per run)
+  set(i 0)
+  list(LENGTH ARGN n)
+  while(i LESS n)
+    list(GET ARGN ${i} np)
+    math(EXPR j "${i} + 1")
+    list(GET ARGN ${j} format)
+    math(EXPR j "${i} + 2")
+    list(GET ARGN ${j} ef)
+    math(EXPR j "${i} + 3")
+    list(GET ARGN ${j} limit)
+    if(ef STREQUAL "-")
+      set(ef "")
+    endif()
+    run(${np} rc out 120 -- compressed --compress ${format} ${ef} --limit ${limit})
+    expect_success("${rc}" "${out}")
+    math(EXPR i "${i} + 4")
+  endwhile()
+endfunction()
+
 # fault(<stop|kill> <collective> <step> <survivors' step> <survivors' operation>): 3 ranks; rank 1
 # raises SIGSTOP or SIGKILL right after starting the first collective whose name contains
 # <collective> (at <step>, or any step if it is "any"). mpirun runs with --enable-recovery, so the
@@ -193,17 +215,8 @@ elseif(CASE STREQUAL "compressed")
   # 16-bit gradient buckets (bf16, fp16; error feedback or not): every rank identical, within a
   # bound of one float process (measured worst tensor on model C, 2 epochs: bf16 0.0036-0.0041,
   # with error feedback 0.0020-0.0033; fp16 0.0003-0.0006; bounds about 2.5x that), not equal to it.
-  foreach(spec "2;bf16;-;1e-2" "4;bf16;-;1e-2" "2;bf16;--error-feedback;1e-2" "2;fp16;-;2e-3" "4;fp16;--error-feedback;2e-3")
-    list(GET spec 0 np)
-    list(GET spec 1 format)
-    list(GET spec 2 ef)
-    list(GET spec 3 limit)
-    if(ef STREQUAL "-")
-      set(ef "")
-    endif()
-    run(${np} rc out 120 -- compressed --compress ${format} ${ef} --limit ${limit})
-    expect_success("${rc}" "${out}")
-  endforeach()
+  compressed_runs("2;bf16;-;1e-2" "4;bf16;-;1e-2" "2;bf16;--error-feedback;1e-2" "2;fp16;-;2e-3"
+                  "4;fp16;--error-feedback;2e-3")
   # Deterministic mode: each chunk rounded on its own, summed in float in chunk order: 1, 2 and 4
   # ranks bitwise the same, with error feedback too, and not the uncompressed weights.
   foreach(ef "" "--error-feedback")
@@ -305,17 +318,7 @@ elseif(CASE STREQUAL "device_compressed")
   # rank alike, model C within the CPU engine's bounds of one float device process (measured
   # worst tensor: bf16 0.0036, with error feedback 0.0033; fp16 with error feedback 0.00028,
   # fp16 0.00056), not equal to it.
-  foreach(spec "2;bf16;-;1e-2" "4;bf16;--error-feedback;1e-2" "2;fp16;--error-feedback;2e-3" "4;fp16;-;2e-3")
-    list(GET spec 0 np)
-    list(GET spec 1 format)
-    list(GET spec 2 ef)
-    list(GET spec 3 limit)
-    if(ef STREQUAL "-")
-      set(ef "")
-    endif()
-    run(${np} rc out 120 -- compressed --compress ${format} ${ef} --limit ${limit})
-    expect_success("${rc}" "${out}")
-  endforeach()
+  compressed_runs("2;bf16;-;1e-2" "4;bf16;--error-feedback;1e-2" "2;fp16;--error-feedback;2e-3" "4;fp16;-;2e-3")
   # Every rank must use the same compression.
   run(2 rc out 120 -- equivalence --rank1-compress bf16)
   expect_failure_with("${rc}" "${out}" "compression: none\", rank 1 has \"compression: bf16")

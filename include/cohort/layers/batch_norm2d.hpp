@@ -67,14 +67,24 @@ struct BoundBatchNorm {
   static constexpr bool fuses_relu = ops::BatchNormKernels<Backend>::template fuses_relu<T>;
 
   /// What every forward (plain, or fused with ReLU + MaxPool2d) shares: the tensors, the mode,
-  /// and moving the running statistics after a training pass that may update them.
+  /// and moving the running statistics after a training pass that may update them. `eval` gets
+  /// the evaluation kernels' arguments, `train` the affine parameters.
   template <class Backend, class T, class Train, class Eval>
   static void forward_with(const ForwardArgs<Backend, T>& a, state<Backend, T>& ws, Train&& train, Eval&& eval) {
     const auto* gamma = weights(a) + offsets[0];
     const auto* beta = weights(a) + offsets[1];
     auto* mean = a.buffers + buffer_offsets[0];
     auto* var = a.buffers + buffer_offsets[1];
-    if (a.step.mode != Mode::train) return eval(gamma, beta, mean, var);
+    if (a.step.mode != Mode::train)
+      return eval(ops::BatchNormEvalArgs<T, std::remove_cvref_t<decltype(*mean)>>{.x = a.x,
+                                                                                  .gamma = gamma,
+                                                                                  .beta = beta,
+                                                                                  .running_mean = mean,
+                                                                                  .running_var = var,
+                                                                                  .y = a.y,
+                                                                                  .batch = a.batch,
+                                                                                  .eps = eps,
+                                                                                  .relu = a.fused_relu});
     train(gamma, beta);
     if (a.step.update_buffers) {
       ops::BatchNormKernels<Backend>::template update_running<geometry>(a.ctx, mean, var, a.batch, momentum, ws);
@@ -89,20 +99,7 @@ struct BoundBatchNorm {
         [&](const auto* gamma, const auto* beta) {
           K::template forward_train<geometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, eps, ws, a.fused_relu);
         },
-        [&](const auto* gamma, const auto* beta, const auto* mean, const auto* var) {
-          K::template forward_eval<geometry>(
-              a.ctx,
-              ops::BatchNormEvalArgs<T, std::remove_cvref_t<decltype(*mean)>>{.x = a.x,
-                                                                              .gamma = gamma,
-                                                                              .beta = beta,
-                                                                              .running_mean = mean,
-                                                                              .running_var = var,
-                                                                              .y = a.y,
-                                                                              .batch = a.batch,
-                                                                              .eps = eps,
-                                                                              .relu = a.fused_relu},
-              ws);
-        });
+        [&](const auto& eval_args) { K::template forward_eval<geometry>(a.ctx, eval_args, ws); });
   }
   template <class Backend, class T>
   static void backward(const BackwardArgs<Backend, T>& a, state<Backend, T>& ws) {
@@ -166,18 +163,8 @@ struct BatchNorm2d {
           [&](const auto* gamma, const auto* beta) {
             K::template forward_train_relu_pool<geometry, PoolGeometry>(a.ctx, a.x, gamma, beta, a.y, a.batch, Eps, ws);
           },
-          [&](const auto* gamma, const auto* beta, const auto* mean, const auto* var) {
-            K::template forward_eval_relu_pool<geometry, PoolGeometry>(
-                a.ctx,
-                ops::BatchNormEvalArgs<T, std::remove_cvref_t<decltype(*mean)>>{.x = a.x,
-                                                                                .gamma = gamma,
-                                                                                .beta = beta,
-                                                                                .running_mean = mean,
-                                                                                .running_var = var,
-                                                                                .y = a.y,
-                                                                                .batch = a.batch,
-                                                                                .eps = Eps},
-                ws);
+          [&](const auto& eval_args) { // (a fused ReLU is implied)
+            K::template forward_eval_relu_pool<geometry, PoolGeometry>(a.ctx, eval_args, ws);
           });
     }
     /// Its backward: `a.dy` and `a.y` are the pool's output gradient and output.
