@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <iostream>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -21,6 +22,8 @@
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 #include <cohort/optim/optimizer_variant.hpp>
+#include <cohort/parallel/device_assignment.hpp>
+#include <cohort/parallel/signature.hpp>
 
 using namespace cohort;
 
@@ -295,6 +298,200 @@ static_assert(Net::parameter_count == 27'210);
   float f = float(h);              // exact
   //! [precision/half]
   (void)f;
+}
+
+[[maybe_unused]] void example_data_augment(const CifarData& cifar, std::span<float> image) {
+  //! [data/augment]
+  const Normalization norm = cifar.statistics();
+  Augmentation aug{RandomCrop(32, 4, norm), RandomHorizontalFlip()};
+  aug.apply(image, {3, 32, 32}, /*seed=*/1, /*epoch=*/0, /*sample=*/17);   // in place
+  //! [data/augment]
+}
+
+[[maybe_unused]] void example_data_cifar() {
+  //! [data/cifar]
+  const auto train = cohort::read_cifar("cifar-10-batches-bin", cohort::CifarVariant::cifar10,
+                                        cohort::Split::train);
+  const auto norm = train.statistics();          // per-channel mean and std
+  auto train_set = train.dataset(norm);          // ImageDataset<Shape<3, 32, 32>>
+  auto test_set = cohort::load_cifar("cifar-10-batches-bin", cohort::CifarVariant::cifar10,
+                                     cohort::Split::test, norm);
+  //! [data/cifar]
+}
+
+[[maybe_unused]] void example_data_dataset() {
+  //! [data/dataset]
+  using Data = cohort::ImageDataset<cohort::Shape<1, 28, 28>>;
+  const auto files = cohort::find_idx_files(cohort::default_data_dir, cohort::Split::train);
+  auto train = Data::load(files, 10, cohort::Normalization{0.2860f, 0.3530f});
+  auto epoch = train.repeated(4);   // 240000 samples, no copy (sample i is sample i % 60000)
+  //! [data/dataset]
+  (void)epoch;
+}
+
+[[maybe_unused]] void example_data_idx() {
+  //! [data/idx]
+  auto images = cohort::read_idx("train-images-idx3-ubyte.gz", cohort::idx_images_magic);
+  // images.dims == {60000, 28, 28}, images.values.size() == 47040000
+  //! [data/idx]
+  (void)images;
+}
+
+[[maybe_unused]] void example_data_sampler(std::uint64_t epoch) {
+  //! [data/sampler]
+  cohort::ShuffleSampler s(60000, /*seed=*/1);
+  std::vector<std::size_t> order;
+  s.indices(epoch, order);   // a permutation of 0..59999 that depends only on (seed, epoch)
+
+  cohort::DistributedSampler d(60000, /*num_replicas=*/4, /*rank=*/1);
+  d.indices(epoch, order);   // this rank's 15000 indices, torch DistributedSampler's split
+  //! [data/sampler]
+}
+
+[[maybe_unused]] void example_io_atomic_file(std::span<const char> header, std::span<const char> payload) {
+  //! [io/atomic_file]
+  const std::span<const char> parts[] = {header, payload};
+  cohort::write_file_atomically("model.safetensors", parts);
+  //! [io/atomic_file]
+}
+
+[[maybe_unused]] void example_io_crc32c(const std::string& bytes, const std::string& more) {
+  //! [io/crc32c]
+  std::uint32_t c = cohort::crc32c(bytes.data(), bytes.size());   // crc32c("123456789") == 0xE3069283
+  c = cohort::crc32c(more.data(), more.size(), c);                 // continues: CRC of bytes + more
+  //! [io/crc32c]
+  (void)c;
+}
+
+[[maybe_unused]] void example_io_safetensors(const float* data, std::size_t bytes) {
+  //! [io/safetensors]
+  auto f = cohort::SafetensorsFile::read("model.safetensors");   // validates everything
+  std::vector<float> w = f.values<float>("0.weight");
+
+  cohort::SafetensorsWriter out;
+  out.add("0.weight", cohort::DType::f32, {16, 1, 3, 3}, data, bytes);
+  out.write("model.safetensors");   // atomic
+  //! [io/safetensors]
+}
+
+[[maybe_unused]] void example_train_checkpoint(Network<models::ModelA>& net, Adadelta<>& opt, const TrainerState& state) {
+  //! [train/checkpoint]
+  cohort::save_weights("model.safetensors", net.parameters());          // loadable by torch
+  cohort::load_weights("model.safetensors", net.parameters());          // strict, by name
+  cohort::save_checkpoint("ckpt.safetensors", net.parameters(), opt, state);
+  TrainerState resumed = cohort::load_checkpoint("ckpt.safetensors", net.parameters(), opt);
+  //! [train/checkpoint]
+  (void)resumed;
+}
+
+[[maybe_unused]] void example_train_trainer(const ImageDataset<Shape<1, 28, 28>>& train_set, const ImageDataset<Shape<1, 28, 28>>& test_set) {
+  //! [train/trainer]
+  using namespace cohort;
+  Trainer<models::ModelA, Adadelta<>> trainer(Adadelta({.lr = 0.5}), {.batch_size = 128});
+  auto history = trainer.fit(train_set, /*epochs=*/2, &test_set);
+  trainer.save("model_a.safetensors");
+  //! [train/trainer]
+  (void)history;
+}
+
+[[maybe_unused]] void example_parallel_device_assignment() {
+  //! [parallel/device_assignment]
+  rank_device({.first = 0, .local_rank = 1, .local_size = 4, .visible = 4});  // 1: the node's GPUs, one each
+  rank_device({.first = 0, .local_rank = 1, .local_size = 4, .visible = 1});  // 0: its own GPU only
+  //! [parallel/device_assignment]
+}
+
+[[maybe_unused]] void example_parallel_gradient_buckets() {
+  using Net = models::ModelC;
+  //! [parallel/gradient_buckets]
+  auto buckets = cohort::plan_buckets<Net>(1 << 20);   // about 1 MiB each
+  //! [parallel/gradient_buckets]
+  (void)buckets;
+}
+
+[[maybe_unused]] void example_parallel_gradient_compression() {
+  //! [parallel/gradient_compression]
+  TrainerOptions o;
+  o.parallel.compression = cohort::GradientCompression::bf16;   // or fp16
+  o.parallel.error_feedback = true;                             // carry the rounding over
+  //! [parallel/gradient_compression]
+  (void)o;
+}
+
+[[maybe_unused]] void example_parallel_policy() {
+  //! [parallel/policy]
+  cohort::TrainerOptions o;
+  o.parallel.deterministic = true;   // bitwise the same weights for any replica count / world size
+  //! [parallel/policy]
+  (void)o;
+}
+
+[[maybe_unused]] void example_parallel_signature(const std::string& mine, const std::string& theirs) {
+  using Net = models::ModelC;
+  //! [parallel/signature]
+  auto lines = cohort::network_signature<Net>();          // "layer 3: Conv2d<16,32,3,1,0> ..."
+  std::string why = cohort::signature_difference(mine, theirs, 0, 2);
+  //! [parallel/signature]
+  (void)lines, (void)why;
+}
+
+[[maybe_unused]] void example_parallel_single_device(const Adam<>& opt) {
+  using Net = models::ModelC;
+  //! [parallel/single_device]
+  cohort::Trainer<Net, cohort::Adam<>, cohort::SingleDevice<>> trainer(opt);   // the default
+  //! [parallel/single_device]
+}
+
+[[maybe_unused]] void example_parallel_threaded_replicas(const Sgd<>& opt) {
+  using Net = models::ModelC;
+  //! [parallel/threaded_replicas]
+  cohort::Trainer<Net, cohort::Sgd<>, cohort::ThreadedReplicas<2>> trainer(opt, {.batch_size = 128});
+  //! [parallel/threaded_replicas]
+}
+
+namespace example_core_dtype {
+//! [core/dtype]
+static_assert(cohort::dtype_of<float> == cohort::DType::f32);
+//! [core/dtype]
+} // namespace example_core_dtype
+
+[[maybe_unused]] void example_core_error(Network<models::ModelA>& net, const xt::xtensor<float, 4>& x) {
+  //! [core/error]
+  try { net.forward(x); } catch (const cohort::ShapeError& e) { std::cerr << e.what(); }
+  //! [core/error]
+}
+
+[[maybe_unused]] void example_core_random() {
+  //! [core/random]
+  cohort::RandomStream s{/*seed=*/42, /*stream=*/7};
+  float u = s.uniform(123);   // the 123rd number of that stream, in [0, 1)
+  //! [core/random]
+  (void)u;
+}
+
+namespace example_core_shape {
+//! [core/shape]
+using Image = cohort::Shape<1, 28, 28>;   // C, H, W
+static_assert(Image::size == 784);
+//! [core/shape]
+} // namespace example_core_shape
+
+[[maybe_unused]] void example_tensor_batch() {
+  //! [tensor/batch]
+  xt::xtensor<float, 4> images({128, 1, 28, 28});
+  auto x = cohort::as_batch<cohort::Shape<1, 28, 28>>(images);   // checks the shape
+  x.batch();          // 128
+  x.tensor()(0, 0, 3, 4) = 1.f;   // an xtensor adaptor over the same memory
+  //! [tensor/batch]
+}
+
+[[maybe_unused]] void example_tensor_buffer() {
+  //! [tensor/buffer]
+  cohort::HostBuffer<float> b;
+  b.resize(1024);   // allocates
+  b.resize(512);    // no allocation: capacity is kept, so a short last batch costs nothing
+  b.resize(1024);   // still no allocation
+  //! [tensor/buffer]
 }
 
 // clang-format on

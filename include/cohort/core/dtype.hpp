@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Element types as they appear in files (safetensors names) and at run time.
+/// Example (compiled: tests/docs/headers.cpp, "core/dtype"):
 ///
 ///     static_assert(cohort::dtype_of<float> == cohort::DType::f32);
 

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// The exception hierarchy: every run-time failure the library reports is a `cohort::Error`.
+/// Example (compiled: tests/docs/headers.cpp, "core/error"):
 ///
 ///     try { net.forward(x); } catch (const cohort::ShapeError& e) { std::cerr << e.what(); }
 ///

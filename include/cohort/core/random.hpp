@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Counter-based random numbers (Philox4x32-10, Salmon et al., SC'11).
+/// Example (compiled: tests/docs/headers.cpp, "core/random"):
 ///
 ///     cohort::RandomStream s{/*seed=*/42, /*stream=*/7};
 ///     float u = s.uniform(123);   // the 123rd number of that stream, in [0, 1)

@@ -2,6 +2,7 @@
 /// \file
 /// Compile-time shapes of one sample (the batch dimension is a run-time value and is not part
 /// of a `Shape`).
+/// Example (compiled: tests/docs/headers.cpp, "core/shape"):
 ///
 ///     using Image = cohort::Shape<1, 28, 28>;   // C, H, W
 ///     static_assert(Image::size == 784);

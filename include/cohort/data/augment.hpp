@@ -2,6 +2,7 @@
 /// \file
 /// Data augmentation on normalised CHW images: torchvision's RandomCrop(size, padding) and
 /// RandomHorizontalFlip(p), and transforms of one's own, chained in an `Augmentation`.
+/// Example (compiled: tests/docs/headers.cpp, "data/augment"):
 ///
 ///     const Normalization norm = cifar.statistics();
 ///     Augmentation aug{RandomCrop(32, 4, norm), RandomHorizontalFlip()};

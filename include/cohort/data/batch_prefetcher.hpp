@@ -3,6 +3,7 @@
 /// One background thread that assembles the next batch while the current one trains (the
 /// worker of PyTorch's DataLoader with pin_memory): the Trainer gives it a job per batch and
 /// waits for it only when it needs that batch.
+/// Example (not compiled: a sketch: gather, train and the batches are the caller's):
 ///
 ///     BatchPrefetcher p;
 ///     p.submit([&] { gather(next_batch); });   // returns at once

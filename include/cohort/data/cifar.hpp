@@ -2,12 +2,14 @@
 /// \file
 /// CIFAR-10 and CIFAR-100 in their binary format ("CIFAR-10 binary version" of
 /// https://www.cs.toronto.edu/~kriz/cifar.html), loaded as 3x32x32 colour images.
+/// Example (compiled: tests/docs/headers.cpp, "data/cifar"):
 ///
 ///     const auto train = cohort::read_cifar("cifar-10-batches-bin", cohort::CifarVariant::cifar10,
-///     cohort::Split::train); const auto norm = train.statistics();                       // per-channel mean and std
-///     auto train_set = train.dataset(norm);                       // ImageDataset<Shape<3, 32, 32>>
-///     auto test_set = cohort::load_cifar("cifar-10-batches-bin", cohort::CifarVariant::cifar10, cohort::Split::test,
-///     norm);
+///                                           cohort::Split::train);
+///     const auto norm = train.statistics();          // per-channel mean and std
+///     auto train_set = train.dataset(norm);          // ImageDataset<Shape<3, 32, 32>>
+///     auto test_set = cohort::load_cifar("cifar-10-batches-bin", cohort::CifarVariant::cifar10,
+///                                        cohort::Split::test, norm);
 ///
 /// A CIFAR-10 record is 1 label byte and 3072 pixel bytes: the 1024 red values of the 32x32
 /// image row by row, then the 1024 green, then the 1024 blue (CHW, as the network wants them).

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// In-memory image classification datasets for a network whose input shape is a type.
+/// Example (compiled: tests/docs/headers.cpp, "data/dataset"):
 ///
 ///     using Data = cohort::ImageDataset<cohort::Shape<1, 28, 28>>;
 ///     const auto files = cohort::find_idx_files(cohort::default_data_dir, cohort::Split::train);

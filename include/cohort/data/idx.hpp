@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Reading IDX files of unsigned bytes (the MNIST / Fashion-MNIST format), raw or gzip-compressed.
+/// Example (compiled: tests/docs/headers.cpp, "data/idx"):
 ///
 ///     auto images = cohort::read_idx("train-images-idx3-ubyte.gz", cohort::idx_images_magic);
 ///     // images.dims == {60000, 28, 28}, images.values.size() == 47040000

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Index samplers: the order in which the trainer visits a dataset in each epoch.
+/// Example (compiled: tests/docs/headers.cpp, "data/sampler"):
 ///
 ///     cohort::ShuffleSampler s(60000, /*seed=*/1);
 ///     std::vector<std::size_t> order;

@@ -3,8 +3,10 @@
 /// Writes a file so that readers see either the old content or the complete new one, never a
 /// torn write: temp file in the same directory, write, fsync, rename over the target, fsync the
 /// directory.
+/// Example (compiled: tests/docs/headers.cpp, "io/atomic_file"):
 ///
-///     cohort::write_file_atomically("model.safetensors", {header, payload});
+///     const std::span<const char> parts[] = {header, payload};
+///     cohort::write_file_atomically("model.safetensors", parts);
 
 #include <cerrno>
 #include <cstring>

@@ -2,6 +2,7 @@
 /// \file
 /// CRC32C (Castagnoli polynomial 0x1EDC6F41, reflected, initial value and final xor 0xFFFFFFFF):
 /// the checksum cohort stores for every tensor of a safetensors file it writes.
+/// Example (compiled: tests/docs/headers.cpp, "io/crc32c"):
 ///
 ///     std::uint32_t c = cohort::crc32c(bytes.data(), bytes.size());   // crc32c("123456789") == 0xE3069283
 ///     c = cohort::crc32c(more.data(), more.size(), c);                 // continues: CRC of bytes + more

@@ -2,6 +2,7 @@
 /// \file
 /// Exports a network to ONNX (opset 17), for inference outside cohort: onnxruntime, TensorRT,
 /// OpenVINO, or netron to look at it.
+/// Example (not compiled: half of it is Python):
 ///
 ///     cohort::Network<cohort::models::ResNet20> net(/*seed=*/0);
 ///     ...                                                  // train

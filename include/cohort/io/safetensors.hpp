@@ -2,13 +2,14 @@
 /// \file
 /// Reading and writing the safetensors format (8-byte little-endian header length, a JSON
 /// header, then the raw tensor bytes), the format of cohort's checkpoints and test fixtures.
+/// Example (compiled: tests/docs/headers.cpp, "io/safetensors"):
 ///
 ///     auto f = cohort::SafetensorsFile::read("model.safetensors");   // validates everything
 ///     std::vector<float> w = f.values<float>("0.weight");
 ///
-///     cohort::SafetensorsWriter w;
-///     w.add("0.weight", cohort::DType::f32, {16, 1, 3, 3}, data, bytes);
-///     w.write("model.safetensors");   // atomic
+///     cohort::SafetensorsWriter out;
+///     out.add("0.weight", cohort::DType::f32, {16, 1, 3, 3}, data, bytes);
+///     out.write("model.safetensors");   // atomic
 ///
 /// `read` checks the whole file before returning: header length, JSON syntax, dtype names,
 /// that every tensor's byte range matches its shape and dtype, lies inside the file, and that

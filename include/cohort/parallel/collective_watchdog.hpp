@@ -4,6 +4,7 @@
 /// an NCCL communicator being created) with the deadline semantics of MpiCommunicator: it
 /// completes, or it fails with a DistributedError naming the rank, the operation and the step,
 /// after its communicator has been aborted (once), so that nothing is left waiting for it.
+/// Example (not compiled: the Op it shows is a concept's outline):
 ///
 ///     struct Op {                                   // what is watched (e.g. gpu::NcclOperation)
 ///       bool done();                                //   completed?

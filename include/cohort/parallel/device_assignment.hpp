@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Which GPU a rank of ProcessGroupDDP trains on, whatever the launcher shows it:
+/// Example (compiled: tests/docs/headers.cpp, "parallel/device_assignment"):
 ///
 ///     rank_device({.first = 0, .local_rank = 1, .local_size = 4, .visible = 4});  // 1: the node's GPUs, one each
 ///     rank_device({.first = 0, .local_rank = 1, .local_size = 4, .visible = 1});  // 0: its own GPU only

@@ -2,6 +2,7 @@
 /// \file
 /// Gradient buckets: the flat gradient array cut into contiguous ranges that are all-reduced as
 /// one message each, in the order backward finishes them.
+/// Example (compiled: tests/docs/headers.cpp, "parallel/gradient_buckets"):
 ///
 ///     auto buckets = cohort::plan_buckets<Net>(1 << 20);   // about 1 MiB each
 ///

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Gradients on the wire as 16-bit values: half the bytes of every bucket's all-reduce.
+/// Example (compiled: tests/docs/headers.cpp, "parallel/gradient_compression"):
 ///
 ///     TrainerOptions o;
 ///     o.parallel.compression = cohort::GradientCompression::bf16;   // or fp16

@@ -2,6 +2,7 @@
 /// \file
 /// MPI for ProcessGroupDDP: start-up and shut-down, and the collectives the engine needs, each
 /// with a deadline and an error that names the rank, the operation and the step.
+/// Example (not compiled: needs MPI (tests/mpi/ builds it)):
 ///
 ///     cohort::MpiSession mpi(argc, argv);          // MPI_Init_thread ... MPI_Finalize (optional)
 ///     cohort::MpiCommunicator comm(/*timeout_s=*/60);

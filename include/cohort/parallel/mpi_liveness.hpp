@@ -2,6 +2,7 @@
 /// \file
 /// Which ranks are still there, independently of the collective a rank is waiting in: the
 /// liveness channel under MpiCommunicator (parallel/mpi_communicator.hpp).
+/// Example (not compiled: needs MPI (tests/mpi/ builds it)):
 ///
 ///     detail::MpiLiveness live(heartbeat_comm, rank, size, /*interval_s=*/0.3);
 ///     live.poll({.step = 3, .op = 41});          // while waiting: beat if due, take in arrivals

@@ -5,6 +5,7 @@
 /// `ProcessGroupDDP<Nccl, Cuda>` (one process per GPU: rank 0's NCCL unique id broadcast over
 /// MPI, ncclCommInitRankConfig, as Horovod does). CUDA code: compile with nvcc, link cohort::nccl
 /// (which brings MPI).
+/// Example (not compiled: CUDA code; tests/cuda/nccl/ builds such trainers with nvcc):
 ///
 ///     #include <cohort/parallel/nccl.cuh>
 ///     cohort::Trainer<Net, cohort::Sgd<>, cohort::ThreadedReplicas<4, cohort::Cuda>> trainer(opt, options);

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// What a parallel policy is, and the run-time options all data-parallel policies share.
+/// Example (compiled: tests/docs/headers.cpp, "parallel/policy"):
 ///
 ///     cohort::TrainerOptions o;
 ///     o.parallel.deterministic = true;   // bitwise the same weights for any replica count / world size

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// `ProcessGroupDDP<Mpi>`: torch's DistributedDataParallel, one process per rank.
+/// Example (not compiled: needs MPI (tests/mpi/ddp_check.cpp builds it)):
 ///
 ///     #include <cohort/mpi.hpp>      // the engine; link cohort::mpi
 ///     cohort::Trainer<Net, cohort::Adam<>, cohort::ProcessGroupDDP<cohort::Mpi>> trainer(opt, options);

@@ -2,6 +2,7 @@
 /// \file
 /// What processes that train together must agree on, one line per item, and the message that
 /// says where two of them differ.
+/// Example (compiled: tests/docs/headers.cpp, "parallel/signature"):
 ///
 ///     auto lines = cohort::network_signature<Net>();          // "layer 3: Conv2d<16,32,3,1,0> ..."
 ///     std::string why = cohort::signature_difference(mine, theirs, 0, 2);

@@ -1,8 +1,9 @@
 #pragma once
 /// \file
 /// The default parallel policy: one device, one network instance.
+/// Example (compiled: tests/docs/headers.cpp, "parallel/single_device"):
 ///
-///     cohort::Trainer<Net, cohort::Adam<>, cohort::SingleDevice<>> trainer(...);   // the default
+///     cohort::Trainer<Net, cohort::Adam<>, cohort::SingleDevice<>> trainer(opt);   // the default
 
 #include <cstddef>
 #include <string_view>

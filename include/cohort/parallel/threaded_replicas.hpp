@@ -2,6 +2,7 @@
 /// \file
 /// `ThreadedReplicas<N>`: torch.nn.DataParallel in one process, without the GIL and without
 /// copying the model every step.
+/// Example (compiled: tests/docs/headers.cpp, "parallel/threaded_replicas"):
 ///
 ///     cohort::Trainer<Net, cohort::Sgd<>, cohort::ThreadedReplicas<2>> trainer(opt, {.batch_size = 128});
 ///

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// Views of a batch of samples with a compile-time per-sample shape and a run-time batch size.
+/// Example (compiled: tests/docs/headers.cpp, "tensor/batch"):
 ///
 ///     xt::xtensor<float, 4> images({128, 1, 28, 28});
 ///     auto x = cohort::as_batch<cohort::Shape<1, 28, 28>>(images);   // checks the shape

@@ -2,6 +2,7 @@
 /// \file
 /// Host memory that grows but never shrinks: the storage behind parameters, gradients and
 /// activations on the CPU backend.
+/// Example (compiled: tests/docs/headers.cpp, "tensor/buffer"):
 ///
 ///     cohort::HostBuffer<float> b;
 ///     b.resize(1024);   // allocates

@@ -2,11 +2,12 @@
 /// \file
 /// Checkpoints: a network's tensors under their PyTorch state_dict names, optionally the
 /// optimiser's state and the trainer's position, in one safetensors file written atomically.
+/// Example (compiled: tests/docs/headers.cpp, "train/checkpoint"):
 ///
 ///     cohort::save_weights("model.safetensors", net.parameters());          // loadable by torch
 ///     cohort::load_weights("model.safetensors", net.parameters());          // strict, by name
 ///     cohort::save_checkpoint("ckpt.safetensors", net.parameters(), opt, state);
-///     auto state = cohort::load_checkpoint("ckpt.safetensors", net.parameters(), opt);
+///     TrainerState resumed = cohort::load_checkpoint("ckpt.safetensors", net.parameters(), opt);
 ///
 /// Keys: "0.weight", "1.running_mean", ... exactly as torch.nn.Sequential's state_dict, so
 /// `model.load_state_dict(safetensors.torch.load_file(path))` works on a weights file; optimiser

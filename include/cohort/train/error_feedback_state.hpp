@@ -4,6 +4,7 @@
 /// compressed gradients): what rounding to 16 bits has dropped from each rank's gradients so
 /// far, owed to its next ones. A run resumed without them would lose that debt, so ProcessGroupDDP
 /// saves them beside the weights, as rank 0 gathers them:
+/// Example (not compiled: the tensors in a file, not code):
 ///
 ///     cohort.error_feedback.per_rank    (world, store) float32: row r is rank r's residual
 ///     cohort.error_feedback.per_chunk   (chunks, store) float32: deterministic mode, row j is

@@ -3,6 +3,7 @@
 /// The metrics file: one JSON object per epoch, appended, with seed 003's field names (its
 /// benchmark sweep reads "first epoch time", "second epoch time", "n_dataset_repeat", ...), so
 /// the seed's plotting scripts and scripts/plot_metrics.py read cohort's runs.
+/// Example (not compiled: a line of the metrics file, not code):
 ///
 ///     {"epoch": 0, "complete": true, "n_dataset_repeat": 1, "batch_size": 128, "n_devices": 1,
 ///      "parallel": "SingleDevice", "model_size": "A", "first epoch time": 12.3, ...}

@@ -2,6 +2,7 @@
 /// \file
 /// What Trainer shows while an epoch runs: a progress bar redrawn in place on a terminal, or the
 /// seed notebooks' progress lines everywhere else (files, pipes, CI logs).
+/// Example (not compiled: a line of the output, not code):
 ///
 ///     epoch 1/2 [=============>              ]  48%  225/469  9,812 samples/s  loss 0.4123  ETA 0:13
 ///

@@ -1,16 +1,16 @@
 #pragma once
 /// \file
 /// The training loop of the seed notebooks, with the execution policy as a template argument.
+/// Example (compiled: tests/docs/headers.cpp, "train/trainer"):
 ///
 ///     using namespace cohort;
 ///     Trainer<models::ModelA, Adadelta<>> trainer(Adadelta({.lr = 0.5}), {.batch_size = 128});
 ///     auto history = trainer.fit(train_set, /*epochs=*/2, &test_set);
 ///     trainer.save("model_a.safetensors");
 ///
-/// `Trainer<Net, Optimizer, Parallel = SingleDevice<>, Precision = FullPrecision>`: the policies
-/// pick at compile time how a step is computed; the loop (sampling, batching, timing, logging,
-/// metrics, checkpoints) is the same for all of them. The loss follows the network: NllLoss after
-/// a final LogSoftmax (seed 000), CrossEntropyLoss on raw scores otherwise (seeds 001, 003).
+/// `Trainer<Net, Optimizer, Parallel = SingleDevice<>, Precision = FullPrecision>`: the policies pick
+/// at compile time how a step is computed; the loop (sampling, batching, logging, checkpoints) is
+/// the same for all. The loss follows the network: NllLoss after a LogSoftmax, else CrossEntropyLoss.
 
 #include <algorithm>
 #include <chrono>

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -102,4 +103,38 @@ TEST_CASE("ProcessGroupDDP<Nccl, Cuda>: bf16 and fp16 gradient buckets train wit
       CHECK(d <= bound);
     }
   }
+}
+
+TEST_CASE("ProcessGroupDDP<Nccl, Cuda>: error feedback's residuals resume from a checkpoint bitwise") {
+  const test::Bands data(96, 3);
+  const Sgd<> sgd({.lr = 0.05, .momentum = 0.9});
+  TrainerOptions o{.batch_size = 16, .seed = 11, .max_steps = 8, .log = nullptr};
+  o.parallel.compression = GradientCompression::bf16;
+  o.parallel.error_feedback = true;
+  using T = Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Nccl, Cuda>>;
+  const auto path = std::filesystem::temp_directory_path() / "cohort_nccl_error_feedback.safetensors";
+  std::vector<float> straight, resumed;
+  {
+    T t(sgd, o);
+    t.fit(data, 10);
+    straight.assign(t.parameters().values.begin(), t.parameters().values.end());
+  }
+  {
+    TrainerOptions first = o;
+    first.max_steps = 3;
+    T t(sgd, first);
+    t.fit(data, 10);
+    t.save(path);
+  }
+  {
+    TrainerOptions other = o;
+    other.seed = 12; // other initial weights: the checkpoint's must replace them
+    T t(sgd, other);
+    t.resume(path);
+    CHECK(t.step() == 3);
+    t.fit(data, 10);
+    resumed.assign(t.parameters().values.begin(), t.parameters().values.end());
+    if (t.rank() == 0) std::filesystem::remove(path); // only rank 0 read it
+  }
+  CHECK_MESSAGE(resumed == straight, "the resumed run's weights differ from the straight run's");
 }
