@@ -24,9 +24,8 @@ TEST_CASE("device segmented sum: every segment, every length, exact on integer t
   device::SegmentedSum sums;
   constexpr std::size_t per = device::SegmentedSum::terms_per_thread, fan = device::SegmentedSum::fan_in;
   for (const std::size_t segments : {std::size_t(1), std::size_t(3), std::size_t(32)}) {
-    for (const std::size_t length :
-         {std::size_t(0), std::size_t(1), per - 1, per, per + 1, per * fan, per * fan + 1, per * fan * fan + 3,
-          std::size_t(78400)}) {
+    for (const std::size_t length : {std::size_t(0), std::size_t(1), per - 1, per, per + 1, per * fan, per * fan + 1,
+                                     per * fan * fan + 3, std::size_t(78400)}) {
       CAPTURE(segments);
       CAPTURE(length);
       DeviceBuffer<double> out(segments);
