@@ -25,7 +25,8 @@
 
 namespace cohort::detail {
 
-/// Chunk of slot k on rank r (deterministic mode).
+/// Chunk of slot k on rank r (deterministic mode): the one dealing the engine steps with and the
+/// checkpoint's rows follow.
 inline std::size_t chunk_of(std::size_t r, std::size_t k, std::size_t world) noexcept { return r + k * world; }
 
 inline int mpi_float_count(std::size_t n, const char* what) {

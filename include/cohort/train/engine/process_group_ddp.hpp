@@ -220,7 +220,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     if (m.last()) reset_buckets();
     double loss = 0;
     for (std::size_t s = 0; s < per_rank; ++s) {
-      const std::size_t j = rank_ + s * world_; // the global chunk in slot s
+      const std::size_t j = chunk_of(rank_, s, world_); // the global chunk in slot s (as checkpoints store it)
       const std::size_t count = gather_strided<typename Net::input_shape>(x.data(), labels, s, per_rank,
                                                                           replica_.chunk_x, replica_.chunk_labels);
       grads_type& g = *slots_[s];
