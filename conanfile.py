@@ -11,6 +11,11 @@ through CMakeDeps. Components, as in the CMake package (cmake/cohortConfig.cmake
   across a cluster) and COHORT_WITH_MPI=1, for ProcessGroupDDP<Mpi> and <cohort/mpi.hpp>.
   find_package(cohort COMPONENTS mpi) fails with a message naming the option or the missing
   MPI. -o cohort/*:with_mpi=False leaves it out.
+- cohort::kernels (option compiled_kernels, default False): compiled mode. The package then
+  builds the CPU kernels of the registered networks once into libcohort_kernels.a (static, for
+  the profile's compiler, architecture and build type; -DCOHORT_NATIVE=OFF: the kernels pick
+  their instruction set at run time), and consumers that link cohort::kernels define
+  COHORT_COMPILED_KERNELS and compile none of those kernels again. Header-only otherwise.
 The CUDA/NCCL components need nvcc and are offered by the CMake package only.
 """
 
@@ -19,6 +24,7 @@ import re
 
 from conan import ConanFile
 from conan.tools.build import check_min_cppstd
+from conan.tools.cmake import CMake, CMakeToolchain, cmake_layout
 from conan.tools.files import copy, load
 
 required_conan_version = ">=2.0"
@@ -36,10 +42,34 @@ class CohortConan(ConanFile):
     # Settings only to check the consumer's C++ standard and pick system libraries; the package
     # is the same for every configuration (package_id clears them).
     settings = "os", "arch", "compiler", "build_type"
-    options = {"with_mpi": [True, False]}
-    default_options = {"with_mpi": True}
-    exports_sources = "include/*", "CMakeLists.txt", "cmake/*", "LICENSE", "README.md"
+    options = {"with_mpi": [True, False], "compiled_kernels": [True, False]}
+    default_options = {"with_mpi": True, "compiled_kernels": False}
+    exports_sources = "include/*", "src/*", "CMakeLists.txt", "cmake/*", "LICENSE", "README.md"
     no_copy_source = True
+
+    def configure(self):
+        # Compiled mode is a static library; header-only is a header library.
+        if self.options.compiled_kernels:
+            self.package_type = "static-library"
+
+    def layout(self):
+        if self.options.compiled_kernels:
+            cmake_layout(self)
+
+    def generate(self):
+        if self.options.compiled_kernels:
+            tc = CMakeToolchain(self)
+            tc.cache_variables.update({"COHORT_KERNEL_LIBRARY": True, "COHORT_NATIVE": False,
+                                       "COHORT_BUILD_TESTS": False, "COHORT_BUILD_EXAMPLES": False,
+                                       "COHORT_BUILD_BENCH": False, "COHORT_INSTALL": True,
+                                       "COHORT_WITH_MPI": False})
+            tc.generate()
+
+    def build(self):
+        if self.options.compiled_kernels:
+            cmake = CMake(self)
+            cmake.configure()
+            cmake.build(target="cohort_kernels")
 
     def set_version(self):
         # The one version of the project is in project(cohort VERSION x.y.z) of CMakeLists.txt.
@@ -59,7 +89,11 @@ class CohortConan(ConanFile):
 
     def package_id(self):
         # The headers are the same with or without MPI; the option only shapes package_info.
-        self.info.clear()
+        # The compiled kernel library depends on the settings; the headers alone do not.
+        if not self.info.options.compiled_kernels:
+            self.info.clear()
+        else:
+            del self.info.options.with_mpi
 
     def validate(self):
         check_min_cppstd(self, 20)
@@ -69,6 +103,9 @@ class CohortConan(ConanFile):
         # module that completes cohort::cohort where dependencies are platform_requires.
         copy(self, "*", os.path.join(self.source_folder, "include"), os.path.join(self.package_folder, "include"))
         copy(self, "LICENSE", self.source_folder, os.path.join(self.package_folder, "licenses"))
+        if self.options.compiled_kernels:
+            copy(self, "*.a", self.build_folder, os.path.join(self.package_folder, "lib"), keep_path=False)
+            copy(self, "*.lib", self.build_folder, os.path.join(self.package_folder, "lib"), keep_path=False)
         copy(self, _PLATFORM_DEPS_MODULE, os.path.join(self.source_folder, "cmake"),
              os.path.join(self.package_folder, _CMAKE_MODULE_DIR))
 
@@ -88,6 +125,12 @@ class CohortConan(ConanFile):
         core.libdirs = []
         if self.settings.os in ("Linux", "FreeBSD"):
             core.system_libs = ["pthread"]  # the CPU backend's thread pool (Threads::Threads)
+        if self.options.compiled_kernels:
+            kernels = self.cpp_info.components["kernels"]
+            kernels.set_property("cmake_target_name", "cohort::kernels")
+            kernels.requires = ["core"]
+            kernels.libs = ["cohort_kernels"]
+            kernels.defines = ["COHORT_COMPILED_KERNELS=1"]
         if self.options.get_safe("with_mpi"):
             mpi = self.cpp_info.components["mpi"]
             mpi.set_property("cmake_target_name", "cohort::mpi")

@@ -3,6 +3,8 @@
 #   cmake --install build --prefix /opt/cohort
 #   find_package(cohort 0.1 CONFIG REQUIRED [COMPONENTS mpi])   # CMAKE_PREFIX_PATH=/opt/cohort
 #   target_link_libraries(app PRIVATE cohort::cohort)          # or cohort::mpi
+#   find_package(cohort CONFIG REQUIRED COMPONENTS kernels)     # compiled mode (COHORT_KERNEL_LIBRARY)
+#   target_link_libraries(app PRIVATE cohort::kernels)
 #
 # Layout (GNUInstallDirs):
 #   include/cohort/...                 every header under include/cohort
@@ -40,9 +42,14 @@ endforeach()
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/cohortConfig.cmake.in"
                               "${PROJECT_BINARY_DIR}/cohortConfig.cmake"
                               INSTALL_DESTINATION "${COHORT_INSTALL_CMAKEDIR}")
-# Header-only: the same package serves 32- and 64-bit consumers (ARCH_INDEPENDENT).
+# Header-only: the same package serves 32- and 64-bit consumers (ARCH_INDEPENDENT), unless it
+# holds the compiled kernel library (component kernels), which is built for one architecture.
 # SameMajorVersion: find_package(cohort 0.1) accepts any 0.y with y >= 1 (and no 1.x).
+set(cohort_arch_independent ARCH_INDEPENDENT)
+if("kernels" IN_LIST COHORT_BUILT_COMPONENTS)
+  set(cohort_arch_independent)
+endif()
 write_basic_package_version_file("${PROJECT_BINARY_DIR}/cohortConfigVersion.cmake"
-                                 COMPATIBILITY SameMajorVersion ARCH_INDEPENDENT)
+                                 COMPATIBILITY SameMajorVersion ${cohort_arch_independent})
 install(FILES "${PROJECT_BINARY_DIR}/cohortConfig.cmake" "${PROJECT_BINARY_DIR}/cohortConfigVersion.cmake"
         DESTINATION "${COHORT_INSTALL_CMAKEDIR}")

@@ -17,8 +17,8 @@
 #   here:   cmake -S . -B build-sm90 -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build-sm90 \
 #             --target cohort_cuda_tests train_on_device_cuda
 #   there:  GPU_BUILD_DIR=build-sm90 scripts/gpu-check.sh prebuilt     # test, train, report
-# The test binary finds its fixtures at the absolute path it was configured with; GPU_FIXTURE_LINK=1
-# makes that path a link to this checkout's tests/reference/fixtures when it does not exist there.
+# The test binaries find the fixtures through COHORT_FIXTURE_DIR, which this script sets to this
+# checkout's tests/reference/fixtures (GPU_FIXTURE_LINK=1 also links the configured path there).
 # `scripts/gpu-pack.sh --prebuilt build-sm90` packs the binaries (xz) and the MPI libraries they
 # link into .gpu-deps/, which this script unpacks.
 # libnccl.so.2 is looked for beside PyTorch's NVIDIA wheels when the loader does not find it.
@@ -107,6 +107,8 @@ find_libraries() {
         log "fixtures: $src/tests/reference/fixtures -> $PWD/tests/reference/fixtures"
     fi
   fi
+  # The test binaries read the fixtures' path from the environment first (tests/support/fixture_dir.hpp).
+  export COHORT_FIXTURE_DIR="$PWD/tests/reference/fixtures"
   ldd "$bdir/tests/cohort_cuda_tests" 2>&1 | grep -E 'not found|nccl|cublas|cudart' | sed 's/^/gpu-check: ldd: /'
 }
 

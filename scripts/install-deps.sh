@@ -7,13 +7,15 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-  build-essential cmake pkg-config git ca-certificates \
+  build-essential cmake ninja-build ccache pkg-config git ca-certificates \
   libxtensor-dev xtl-dev libxsimd-dev doctest-dev libcli11-dev zlib1g-dev \
   libopenmpi-dev openmpi-bin libopenblas-dev \
   dataset-fashion-mnist \
   python3 python3-venv python3-pip \
   clang-format \
   clang-14 libclang-rt-14-dev llvm >/dev/null
+# ninja-build: the build (its .ninja_log gives scripts/compile_times.py the time of every unit);
+# ccache: a second clone on the same machine reuses the first one's objects (scripts/test.sh).
 # clang-14 + libclang-rt-14-dev: the libFuzzer targets (tests/fuzz/, ctest label fuzz) and
 # their sanitizer runtimes; llvm: llvm-symbolizer on the PATH, for file:line in sanitizer
 # reports. The asan.* and tsan.* groups use g++'s runtimes (libasan8, libubsan1, libtsan2, which

@@ -30,10 +30,25 @@ else
 fi
 echo "test.sh: groups this machine must run: ${groups[*]}"
 
+# Ninja (per-step times in build/.ninja_log: scripts/compile_times.py build prints the slowest).
+cmake_args+=(-G Ninja)
+# A compiler cache where one is installed (install-deps.sh installs Debian's ccache). Keyed on
+# paths relative to this checkout (base_dir; no compile line holds an absolute source path, and
+# hash_dir off for the -g1 sanitizer units), so a second fresh clone on this machine compiles
+# nothing the first one compiled.
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+  cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  ccache --zero-stats >/dev/null
+fi
 cmake -S . -B build "${cmake_args[@]}" >/dev/null
 start=$(date +%s)
 cmake --build build -j "$JOBS"
 echo "test.sh: build took $(($(date +%s) - start)) s"
+if command -v ccache >/dev/null; then
+  ccache --show-stats | grep -iE "^ *(hits|misses|cacheable|direct|preprocessed)" | sed 's/^ */test.sh: ccache: /' || true
+fi
+python3 scripts/compile_times.py build -n 10 | sed 's/^/test.sh: /' || true
 status=0
 ctest --test-dir build --output-on-failure -j "$JOBS" --output-junit ctest-junit.xml || status=$?
 python3 scripts/test_groups.py build/ctest-junit.xml --require "${groups[@]}" || status=1

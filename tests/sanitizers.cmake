@@ -33,8 +33,7 @@ function(cohort_sanitized_tests target prefix env)
   add_executable(${target} ${CMAKE_CURRENT_SOURCE_DIR}/main.cpp ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE ${ARG_LIBS} doctest::doctest cohort_project_options)
   target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-  target_compile_definitions(${target} PRIVATE COHORT_FIXTURE_DIR="${CMAKE_CURRENT_SOURCE_DIR}/reference/fixtures"
-                                               COHORT_CPU_TARGET_ISA_ONLY COHORT_CHECK_SCRATCH=1 ${ARG_DEFINITIONS})
+  target_compile_definitions(${target} PRIVATE COHORT_CPU_TARGET_ISA_ONLY COHORT_CHECK_SCRATCH=1 ${ARG_DEFINITIONS})
   # After the build type's -O3: the last -O wins. -g1: line numbers in the reports.
   target_compile_options(${target} PRIVATE ${ARG_FLAGS} -O1 -g1 -fno-omit-frame-pointer)
   target_link_options(${target} PRIVATE ${ARG_FLAGS})

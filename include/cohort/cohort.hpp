@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// The umbrella header: layers, networks, losses, optimisers, data, the trainer with its default
-/// policies, checkpoints and the CPU backend.
+/// The umbrella header: layers, networks, the reference models (models::ModelA-D, ResNet20),
+/// losses, optimisers, data, the trainer with its default policies, checkpoints and the CPU
+/// backend (with the compiled kernels' declarations in compiled mode: backend/cpu/compiled_kernels.hpp).
 ///
 ///     #include <cohort/cohort.hpp>
 ///     using Net = cohort::Sequential<cohort::Input<1, 28, 28>, cohort::Flatten, cohort::Linear<784, 10>>;
@@ -36,6 +37,9 @@
 #include "cohort/network/network.hpp"
 #include "cohort/network/parameters.hpp"
 #include "cohort/network/sequential.hpp"
+
+#include "cohort/models/resnet.hpp"
+#include "cohort/models/seed_models.hpp"
 
 #include "cohort/loss/cross_entropy_loss.hpp"
 #include "cohort/loss/nll_loss.hpp"

@@ -9,13 +9,16 @@ if(NOT EXISTS "${SOURCE_PATH}/include/cohort/cohort.hpp")
   message(FATAL_ERROR "cohort port: ${SOURCE_PATH} is not a cohort checkout (see the top of this portfile)")
 endif()
 
-# Header-only: one (release) configuration is all there is to install.
+# Header-only: one (release) configuration is all there is to install. With the kernels feature,
+# the compiled kernel library is built in that one configuration too.
 set(VCPKG_BUILD_TYPE release)
 
-# Feature mpi -> -DCOHORT_WITH_MPI=ON, otherwise OFF (never picked up from the build machine).
+# Feature mpi -> -DCOHORT_WITH_MPI=ON, kernels -> -DCOHORT_KERNEL_LIBRARY=ON (compiled mode),
+# otherwise OFF (never picked up from the build machine).
 vcpkg_check_features(OUT_FEATURE_OPTIONS FEATURE_OPTIONS
   FEATURES
     mpi COHORT_WITH_MPI
+    kernels COHORT_KERNEL_LIBRARY
 )
 
 vcpkg_cmake_configure(
@@ -26,14 +29,20 @@ vcpkg_cmake_configure(
     -DCOHORT_BUILD_EXAMPLES=OFF
     -DCOHORT_BUILD_BENCH=OFF
     -DCOHORT_INSTALL=ON
+    # The library's kernels choose their instruction set at run time: no -march=native.
+    -DCOHORT_NATIVE=OFF
     # The CMake package straight into vcpkg's place for it (cohort's default is share/cmake/cohort).
     -DCOHORT_INSTALL_CMAKEDIR=share/cohort
 )
 vcpkg_cmake_install()
 vcpkg_cmake_config_fixup(PACKAGE_NAME cohort CONFIG_PATH share/cohort)
 
-# Nothing is compiled: no lib/, and no debug tree (VCPKG_BUILD_TYPE release; removed in case).
-file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/debug" "${CURRENT_PACKAGES_DIR}/lib")
+# No debug tree (VCPKG_BUILD_TYPE release; removed in case); without the kernels feature nothing
+# is compiled, so no lib/ either.
+file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/debug")
+if(NOT "kernels" IN_LIST FEATURES)
+  file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/lib")
+endif()
 # vcpkg keeps the license as share/cohort/copyright; drop the install's share/doc/cohort copy.
 file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/share/doc")
 

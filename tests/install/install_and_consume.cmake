@@ -5,6 +5,7 @@
 #
 #   cmake -DBUILD_DIR=<cohort build> -DWORK_DIR=<scratch> -DSOURCE_DIR=<tests/install>
 #         -DGENERATOR=<generator> -DCXX=<compiler> [-DCONFIG=Release] [-DEXPECT_MPI=ON|OFF]
+#         [-DEXPECT_KERNELS=ON|OFF]
 #         -P install_and_consume.cmake
 cmake_minimum_required(VERSION 3.22)
 foreach(var BUILD_DIR WORK_DIR SOURCE_DIR GENERATOR CXX)
@@ -62,6 +63,9 @@ set(expect_mpi)
 if(DEFINED EXPECT_MPI)
   set(expect_mpi "-DCOHORT_EXPECT_MPI=${EXPECT_MPI}")
 endif()
+if(DEFINED EXPECT_KERNELS)
+  list(APPEND expect_mpi "-DCOHORT_EXPECT_KERNELS=${EXPECT_KERNELS}")
+endif()
 run("configuring the consumer" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/consumer" -B "${consumer_build}" -G "${GENERATOR}"
     "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_BUILD_TYPE=${CONFIG}" "-DCMAKE_PREFIX_PATH=${prefix}" ${hermetic}
     ${expect_mpi})
@@ -78,6 +82,15 @@ if(NOT consumer_exe)
 endif()
 run("running the consumer" "${consumer_exe}")
 message(STATUS "${run_output}")
+# Compiled mode (component kernels): its consumer must be there exactly when the library is.
+find_program(consumer_compiled_exe consumer_compiled PATHS "${consumer_build}" "${consumer_build}/${CONFIG}" NO_DEFAULT_PATH)
+if(EXPECT_KERNELS AND NOT consumer_compiled_exe)
+  message(FATAL_ERROR "cohort was installed with its kernel library, but no consumer_compiled was built")
+endif()
+if(consumer_compiled_exe)
+  run("running the compiled-mode consumer" "${consumer_compiled_exe}")
+  message(STATUS "${run_output}")
+endif()
 
 # 3. Requests the installation cannot satisfy fail at configure time, saying why.
 function(expect_refusal request expected)

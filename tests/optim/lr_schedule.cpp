@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "support/fixture_dir.hpp"
 #include <cohort/optim/adam.hpp>
 #include <cohort/optim/lr_schedule.hpp>
 #include <cohort/optim/optimizer_variant.hpp>

@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include "support/fixture_dir.hpp"
 #include <cohort/loss/cross_entropy_options.hpp>
 
 namespace cohort::test {

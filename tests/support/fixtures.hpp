@@ -10,13 +10,11 @@
 #include <cohort/io/safetensors.hpp>
 #include <cohort/network/parameters.hpp>
 
+#include "support/fixture_dir.hpp"
+
 #include <cstdint>
 #include <stdexcept>
 #include <type_traits>
-
-#ifndef COHORT_FIXTURE_DIR
-#error "COHORT_FIXTURE_DIR must point at tests/reference/fixtures"
-#endif
 
 namespace cohort::test {
 

@@ -6,6 +6,7 @@
 
 #include "cohort/backend/cpu/activation.hpp"
 #include "cohort/backend/cpu/batch_norm.hpp"
+#include "cohort/backend/cpu/compiled_kernels.hpp"
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/cpu/conv2d.hpp"
 #include "cohort/backend/cpu/elementwise.hpp"

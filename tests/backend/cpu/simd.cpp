@@ -1,7 +1,7 @@
 // The instruction-set dispatch (backend/cpu/simd.hpp). The suite runs once per path
 // (tests/CMakeLists.txt: isa.avx2.all_tests and isa.generic.all_tests set COHORT_ISA); this case
 // makes each run prove that the kernels took the path it asked for. Every kernel entry counts its
-// calls per instruction set in the test build (COHORT_TEST_ISA_TRACE), and a training step of
+// calls per instruction set while cpu::isa_trace is on, and a training step of
 // models A-D (convolutions, pooling, BatchNorm, GEMMs, an optimiser, 16-bit conversions) may call
 // entries of the requested instruction set only.
 #include <doctest/doctest.h>
@@ -20,10 +20,6 @@
 #include "support/skip.hpp"
 
 using namespace cohort;
-
-#if !defined(COHORT_TEST_ISA_TRACE)
-#error "tests/backend/cpu/simd.cpp needs COHORT_TEST_ISA_TRACE (tests/CMakeLists.txt defines it for cohort_tests)"
-#endif
 
 namespace {
 using Calls = std::array<std::uint64_t, 3>; // per Isa: generic, avx2, avx512
@@ -57,6 +53,7 @@ TEST_CASE("COHORT_ISA: kernels run the requested instruction set's code and no o
     COHORT_SKIP("COHORT_ISA=" << isa_name(want) << " but this CPU has " << isa_name(cpu::detected_isa()) << " only");
   REQUIRE(cpu::active_isa() == want);
 
+  cpu::isa_trace = true;
   const Calls before = entry_calls();
   train_two_steps<models::ModelA>(Adadelta({.lr = 0.5}));
   train_two_steps<models::ModelB>(Sgd({.lr = 0.05, .momentum = 0.9}));
@@ -65,6 +62,7 @@ TEST_CASE("COHORT_ISA: kernels run the requested instruction set's code and no o
   train_two_steps<models::ModelB, Sgd<>, MixedPrecision<fp16>>(Sgd({.lr = 0.05}));
   train_two_steps<models::ModelC, Adam<>, MixedPrecision<bf16>>(Adam({.lr = 1e-3}));
   const Calls after = entry_calls();
+  cpu::isa_trace = false;
   Calls calls{};
   for (std::size_t i = 0; i < calls.size(); ++i) calls[i] = after[i] - before[i];
   MESSAGE("kernel entries called: generic " << calls[0] << ", avx2 " << calls[1] << ", avx512 " << calls[2]);

@@ -49,9 +49,11 @@ TEST_CASE("device replicas: ThreadedReplicas on the device trains like the CPU's
   const auto dev = replica_weights<Net, ThreadedReplicas<dynamic_replicas, Dev>>(opt, data, 9, 3);
 #if !defined(__CUDACC__) // CPU networks stay out of .cu files (layers_cases.hpp says why)
   const auto cpu = replica_weights<Net, ThreadedReplicas<dynamic_replicas>>(opt, data, 9, 3);
-  // Tensor by tensor: measured at most 3.9e-6 of a tensor's largest value (9.bias), bounded by
-  // 3e-5 (margin 7x).
-  COHORT_CHECK_TENSORS_CLOSE(Net, dev, cpu, 3e-5, "3 device replicas vs 3 CPU replicas");
+  // Tensor by tensor, after 10 epochs with momentum (rounding differences grow with training):
+  // measured at most 3.9e-6 of a tensor's largest value on AMD Zen 4 (9.bias) and 3.2e-5 on
+  // Intel Sapphire Rapids (1.bias; the same before issue 32's changes; where the two machines'
+  // -march=native builds round differently is not analysed); bounded by 1e-4 (margin 3x).
+  COHORT_CHECK_TENSORS_CLOSE(Net, dev, cpu, 1e-4, "3 device replicas vs 3 CPU replicas");
 #endif
   replica_weights<Net, ThreadedReplicas<dynamic_replicas, Dev>>(opt, data, 4, 3, dir.path / "half.safetensors");
   const auto resumed =

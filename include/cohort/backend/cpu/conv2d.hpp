@@ -55,53 +55,72 @@ struct ops::Conv2dKernels<Cpu> : cpu::conv2d_paths::Im2colPath {
   /// `relu`: write max(output, 0) (only when fuses_relu).
   template <class G, class T>
   static void forward(CpuContext& ctx, const T* x, const T* w, const T* b, T* y, std::size_t batch, workspace<G, T>& ws,
-                      bool relu = false) {
-    if constexpr (use_direct<G, T>)
-      direct_forward<G>(ctx, x, w, b, y, batch, ws, relu);
-    else if constexpr (cpu::is_half_type<T>)
-      via_float_forward<G>(ctx, x, w, b, y, batch);
-    else
-      im2col_forward<G>(ctx, x, w, b, y, batch);
-  }
+                      bool relu = false);
 
   /// Gradients of input, weights and bias (op_arguments.hpp says which buffer is which).
   template <class G, class T>
-  static void backward(CpuContext& ctx, const Conv2dBackwardArgs<T>& a, workspace<G, T>& ws) {
-    if constexpr (use_direct<G, T>)
-      direct_backward<G>(ctx, a.x, a.w, cpu::direct::PlainDy<G, T>{a.dy, a.relu_y}, a.dx, a.dw, a.db, a.batch,
-                         a.accumulate, ws);
-    else if constexpr (cpu::is_half_type<T>)
-      via_float_backward<G>(ctx, a.x, a.w, a.dy, a.dx, a.dw, a.db, a.batch, a.accumulate);
-    else
-      im2col_backward<G>(ctx, a.x, a.w, a.dy, a.dx, a.dw, a.db, a.batch, a.accumulate);
-  }
+  static void backward(CpuContext& ctx, const Conv2dBackwardArgs<T>& a, workspace<G, T>& ws);
 
   /// Conv2d -> ReLU -> MaxPool2d<2> (when fuses_relu_pool): writes the pool's output (batch,
   /// PG::out_size) and keeps each window's argmax for backward_relu_pool.
   template <class G, class PG, class T>
   static void forward_relu_pool(CpuContext& ctx, const T* x, const T* w, const T* b, T* pooled, std::size_t batch,
-                                workspace<G, T>& ws) {
-    static_assert(fuses_relu_pool<G, PG, T>, "Conv2dKernels<Cpu>: this convolution and pool cannot be fused");
-    const Isa isa = cpu::active_isa();
-    if (ws.window.size() < batch * PG::out_size) ws.window.resize(batch * PG::out_size);
-    std::uint8_t* window = ws.window.data();
-    run_direct<G, G>(
-        ctx, isa, w, false, float_bias<G>(isa, b, ws), batch, ws,
-        [&](std::size_t n, float* xt) { cpu::direct::pad_sample<G>(sample(x, n, G::in_size), xt); },
-        [&](std::size_t n, const float* wide) {
-          float* out = staging<T>(pooled + n * PG::out_size, PG::out_size);
-          cpu::direct::pool_wide_dispatch<G>(isa, wide, out, window + n * PG::out_size);
-          unstage(isa, out, pooled + n * PG::out_size, PG::out_size);
-        });
-  }
+                                workspace<G, T>& ws);
 
   /// Backward of forward_relu_pool.
   template <class G, class PG, class T>
-  static void backward_relu_pool(CpuContext& ctx, const Conv2dReluPoolBackwardArgs<T>& a, workspace<G, T>& ws) {
-    static_assert(fuses_relu_pool<G, PG, T>, "Conv2dKernels<Cpu>: this convolution and pool cannot be fused");
-    direct_backward<G>(ctx, a.x, a.w, cpu::direct::PooledDy<G, T>{a.dpool, a.pooled, ws.window.data()}, a.dx, a.dw,
-                       a.db, a.batch, a.accumulate, ws);
-  }
+  static void backward_relu_pool(CpuContext& ctx, const Conv2dReluPoolBackwardArgs<T>& a, workspace<G, T>& ws);
 };
+
+// The entry points, defined out of the class and not inline: a translation unit built against
+// the compiled kernel library (COHORT_COMPILED_KERNELS) declares the instantiations it finds
+// there `extern template` and instantiates none of this (backend/cpu/compiled_instances.hpp).
+
+template <class G, class T>
+void ops::Conv2dKernels<Cpu>::forward(CpuContext& ctx, const T* x, const T* w, const T* b, T* y, std::size_t batch,
+                                      workspace<G, T>& ws, bool relu) {
+  if constexpr (use_direct<G, T>)
+    direct_forward<G>(ctx, x, w, b, y, batch, ws, relu);
+  else if constexpr (cpu::is_half_type<T>)
+    via_float_forward<G>(ctx, x, w, b, y, batch);
+  else
+    im2col_forward<G>(ctx, x, w, b, y, batch);
+}
+
+template <class G, class T>
+void ops::Conv2dKernels<Cpu>::backward(CpuContext& ctx, const Conv2dBackwardArgs<T>& a, workspace<G, T>& ws) {
+  if constexpr (use_direct<G, T>)
+    direct_backward<G>(ctx, a.x, a.w, cpu::direct::PlainDy<G, T>{a.dy, a.relu_y}, a.dx, a.dw, a.db, a.batch,
+                       a.accumulate, ws);
+  else if constexpr (cpu::is_half_type<T>)
+    via_float_backward<G>(ctx, a.x, a.w, a.dy, a.dx, a.dw, a.db, a.batch, a.accumulate);
+  else
+    im2col_backward<G>(ctx, a.x, a.w, a.dy, a.dx, a.dw, a.db, a.batch, a.accumulate);
+}
+
+template <class G, class PG, class T>
+void ops::Conv2dKernels<Cpu>::forward_relu_pool(CpuContext& ctx, const T* x, const T* w, const T* b, T* pooled,
+                                                std::size_t batch, workspace<G, T>& ws) {
+  static_assert(fuses_relu_pool<G, PG, T>, "Conv2dKernels<Cpu>: this convolution and pool cannot be fused");
+  const Isa isa = cpu::active_isa();
+  if (ws.window.size() < batch * PG::out_size) ws.window.resize(batch * PG::out_size);
+  std::uint8_t* window = ws.window.data();
+  run_direct<G, G>(
+      ctx, isa, w, false, float_bias<G>(isa, b, ws), batch, ws,
+      [&](std::size_t n, float* xt) { cpu::direct::pad_sample<G>(sample(x, n, G::in_size), xt); },
+      [&](std::size_t n, const float* wide) {
+        float* out = staging<T>(pooled + n * PG::out_size, PG::out_size);
+        cpu::direct::pool_wide_dispatch<G>(isa, wide, out, window + n * PG::out_size);
+        unstage(isa, out, pooled + n * PG::out_size, PG::out_size);
+      });
+}
+
+template <class G, class PG, class T>
+void ops::Conv2dKernels<Cpu>::backward_relu_pool(CpuContext& ctx, const Conv2dReluPoolBackwardArgs<T>& a,
+                                                 workspace<G, T>& ws) {
+  static_assert(fuses_relu_pool<G, PG, T>, "Conv2dKernels<Cpu>: this convolution and pool cannot be fused");
+  direct_backward<G>(ctx, a.x, a.w, cpu::direct::PooledDy<G, T>{a.dpool, a.pooled, ws.window.data()}, a.dx, a.dw, a.db,
+                     a.batch, a.accumulate, ws);
+}
 
 } // namespace cohort

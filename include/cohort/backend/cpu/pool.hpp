@@ -89,103 +89,27 @@ struct ops::PoolKernels<Cpu> {
   };
 
   template <class G, class T>
-  static void max_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch, workspace<G, T>& ws) {
-    ws.reserve(batch);
-    std::uint32_t* arg = ws.argmax.data();
-    ctx.threads().parallel_for(batch * G::channels, 16, [x, y, arg](std::size_t p0, std::size_t p1) {
-      if constexpr (two_by_two<G, float> && (std::is_same_v<T, float> || cpu::is_half_type<T>)) {
-        // Planes in chunks: one horizontal pass over a chunk's rows (pairs never straddle a row
-        // when the width is even), then the vertical pass row pair by row pair. 16-bit storage
-        // goes through float copies of the chunk.
-        constexpr std::size_t chunk = std::max<std::size_t>(1, 8192 / (G::in_h * G::in_w));
-        constexpr std::size_t in_plane = G::in_h * G::in_w, out_plane = G::out_h * G::out_w;
-        const Isa isa = cpu::active_isa();
-        for (std::size_t q0 = p0; q0 < p1; q0 += chunk) {
-          const std::size_t q1 = std::min(p1, q0 + chunk), planes = q1 - q0;
-          if constexpr (std::is_same_v<T, float>) {
-            forward_planes_2x2<G>(x + q0 * in_plane, y + q0 * out_plane, arg + q0 * out_plane, planes);
-          } else {
-            float* xf = cpu::convert_scratch(0, planes * in_plane);
-            float* yf = cpu::convert_scratch(1, planes * out_plane);
-            cpu::load_floats(isa, x + q0 * in_plane, xf, planes * in_plane);
-            forward_planes_2x2<G>(xf, yf, arg + q0 * out_plane, planes);
-            cpu::store_floats(isa, yf, y + q0 * out_plane, planes * out_plane);
-          }
-        }
-      } else {
-        for (std::size_t plane = p0; plane < p1; ++plane)
-          forward_plane<G>(x + plane * G::in_h * G::in_w, y + plane * G::out_h * G::out_w,
-                           arg + plane * G::out_h * G::out_w);
-      }
-    });
-  }
+  static void max_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch, workspace<G, T>& ws);
 
   template <class G, class T>
-  static void max_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch, workspace<G, T>& ws) {
-    const std::uint32_t* arg = ws.argmax.data();
-    constexpr std::size_t out_plane = G::out_h * G::out_w, in_plane = G::in_h * G::in_w;
-    ctx.threads().parallel_for(batch * G::channels, 16, [dy, dx, arg](std::size_t p0, std::size_t p1) {
-      T* __restrict d = dx;
-      const T* __restrict g = dy;
-      const std::uint32_t* __restrict a = arg;
-      std::fill(d + p0 * in_plane, d + p1 * in_plane, T(0));
-      for (std::size_t plane = p0; plane < p1; ++plane)
-        for (std::size_t i = 0; i < out_plane; ++i)
-          if constexpr (std::is_same_v<T, accumulator_t<T>>) {
-            d[plane * in_plane + a[plane * out_plane + i]] += g[plane * out_plane + i];
-          } else { // 16-bit storage: add in float (windows that overlap add more than once)
-            T& t = d[plane * in_plane + a[plane * out_plane + i]];
-            t = T(float(t) + float(g[plane * out_plane + i]));
-          }
-    });
-  }
+  static void max_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch, workspace<G, T>& ws);
 
   /// AvgPool2d (count_include_pad, floor mode): each window's sum divided by K*K. Planes are
   /// split between threads; 16-bit planes are averaged in float and rounded once.
   template <class G, class T>
-  static void avg_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch) {
-    each_plane_in_float<G::in_h * G::in_w, G::out_h * G::out_w>(
-        ctx, x, y, batch * G::channels, [](const auto* in, auto* out) { avg_plane<G>(in, out); });
-  }
+  static void avg_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch);
   /// dx = the sum of dy / (K*K) over the windows that cover each element (0 for elements no
   /// window covers), added in the windows' row-major order as PyTorch's CPU kernel adds them.
   template <class G, class T>
-  static void avg_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch) {
-    each_plane_in_float<G::out_h * G::out_w, G::in_h * G::in_w>(
-        ctx, dy, dx, batch * G::channels, [](const auto* in, auto* out) { avg_plane_backward<G>(in, out); });
-  }
+  static void avg_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch);
 
   /// Global average pooling (G: a ChannelGeometry): y[n, c] = the mean of plane (n, c), summed
   /// in double (eight interleaved partial sums, added in a fixed order) and divided once.
   template <class G, class T>
-  static void global_avg_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch) {
-    const Isa isa = cpu::active_isa();
-    ctx.threads().parallel_for(batch * G::channels, 64, [x, y, isa](std::size_t p0, std::size_t p1) {
-      for (std::size_t plane = p0; plane < p1; ++plane) {
-        using A = accumulator_t<T>;
-        double sum;
-        if constexpr (std::is_same_v<T, A>) {
-          sum = plane_sum(x + plane * G::plane, G::plane);
-        } else {
-          float* xf = cpu::convert_scratch(0, G::plane);
-          cpu::load_floats(isa, x + plane * G::plane, xf, G::plane);
-          sum = plane_sum(xf, G::plane);
-        }
-        y[plane] = T(A(sum / double(G::plane)));
-      }
-    });
-  }
+  static void global_avg_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch);
   /// dx[n, c, :] = dy[n, c] / (H*W).
   template <class G, class T>
-  static void global_avg_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch) {
-    ctx.threads().parallel_for(batch * G::channels, 64, [dy, dx](std::size_t p0, std::size_t p1) {
-      using A = accumulator_t<T>;
-      for (std::size_t plane = p0; plane < p1; ++plane) {
-        const T g = T(A(dy[plane]) / A(G::plane));
-        std::fill(dx + plane * G::plane, dx + (plane + 1) * G::plane, g);
-      }
-    });
-  }
+  static void global_avg_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch);
 
  private:
   /// fn(in, out) on every plane pair (src: InPlane values per plane, dst: OutPlane), planes split
@@ -322,6 +246,104 @@ struct ops::PoolKernels<Cpu> {
       }
   }
 };
+
+// The entry points, defined out of the class and not inline: a translation unit built against
+// the compiled kernel library (COHORT_COMPILED_KERNELS) declares the instantiations it finds
+// there `extern template` and instantiates none of this (backend/cpu/compiled_instances.hpp).
+
+template <class G, class T>
+void ops::PoolKernels<Cpu>::max_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch, workspace<G, T>& ws) {
+  ws.reserve(batch);
+  std::uint32_t* arg = ws.argmax.data();
+  ctx.threads().parallel_for(batch * G::channels, 16, [x, y, arg](std::size_t p0, std::size_t p1) {
+    if constexpr (two_by_two<G, float> && (std::is_same_v<T, float> || cpu::is_half_type<T>)) {
+      // Planes in chunks: one horizontal pass over a chunk's rows (pairs never straddle a row
+      // when the width is even), then the vertical pass row pair by row pair. 16-bit storage
+      // goes through float copies of the chunk.
+      constexpr std::size_t chunk = std::max<std::size_t>(1, 8192 / (G::in_h * G::in_w));
+      constexpr std::size_t in_plane = G::in_h * G::in_w, out_plane = G::out_h * G::out_w;
+      const Isa isa = cpu::active_isa();
+      for (std::size_t q0 = p0; q0 < p1; q0 += chunk) {
+        const std::size_t q1 = std::min(p1, q0 + chunk), planes = q1 - q0;
+        if constexpr (std::is_same_v<T, float>) {
+          forward_planes_2x2<G>(x + q0 * in_plane, y + q0 * out_plane, arg + q0 * out_plane, planes);
+        } else {
+          float* xf = cpu::convert_scratch(0, planes * in_plane);
+          float* yf = cpu::convert_scratch(1, planes * out_plane);
+          cpu::load_floats(isa, x + q0 * in_plane, xf, planes * in_plane);
+          forward_planes_2x2<G>(xf, yf, arg + q0 * out_plane, planes);
+          cpu::store_floats(isa, yf, y + q0 * out_plane, planes * out_plane);
+        }
+      }
+    } else {
+      for (std::size_t plane = p0; plane < p1; ++plane)
+        forward_plane<G>(x + plane * G::in_h * G::in_w, y + plane * G::out_h * G::out_w,
+                         arg + plane * G::out_h * G::out_w);
+    }
+  });
+}
+
+template <class G, class T>
+void ops::PoolKernels<Cpu>::max_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch, workspace<G, T>& ws) {
+  const std::uint32_t* arg = ws.argmax.data();
+  constexpr std::size_t out_plane = G::out_h * G::out_w, in_plane = G::in_h * G::in_w;
+  ctx.threads().parallel_for(batch * G::channels, 16, [dy, dx, arg](std::size_t p0, std::size_t p1) {
+    T* __restrict d = dx;
+    const T* __restrict g = dy;
+    const std::uint32_t* __restrict a = arg;
+    std::fill(d + p0 * in_plane, d + p1 * in_plane, T(0));
+    for (std::size_t plane = p0; plane < p1; ++plane)
+      for (std::size_t i = 0; i < out_plane; ++i)
+        if constexpr (std::is_same_v<T, accumulator_t<T>>) {
+          d[plane * in_plane + a[plane * out_plane + i]] += g[plane * out_plane + i];
+        } else { // 16-bit storage: add in float (windows that overlap add more than once)
+          T& t = d[plane * in_plane + a[plane * out_plane + i]];
+          t = T(float(t) + float(g[plane * out_plane + i]));
+        }
+  });
+}
+
+template <class G, class T>
+void ops::PoolKernels<Cpu>::avg_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch) {
+  each_plane_in_float<G::in_h * G::in_w, G::out_h * G::out_w>(ctx, x, y, batch * G::channels,
+                                                              [](const auto* in, auto* out) { avg_plane<G>(in, out); });
+}
+
+template <class G, class T>
+void ops::PoolKernels<Cpu>::avg_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch) {
+  each_plane_in_float<G::out_h * G::out_w, G::in_h * G::in_w>(
+      ctx, dy, dx, batch * G::channels, [](const auto* in, auto* out) { avg_plane_backward<G>(in, out); });
+}
+
+template <class G, class T>
+void ops::PoolKernels<Cpu>::global_avg_forward(CpuContext& ctx, const T* x, T* y, std::size_t batch) {
+  const Isa isa = cpu::active_isa();
+  ctx.threads().parallel_for(batch * G::channels, 64, [x, y, isa](std::size_t p0, std::size_t p1) {
+    for (std::size_t plane = p0; plane < p1; ++plane) {
+      using A = accumulator_t<T>;
+      double sum;
+      if constexpr (std::is_same_v<T, A>) {
+        sum = plane_sum(x + plane * G::plane, G::plane);
+      } else {
+        float* xf = cpu::convert_scratch(0, G::plane);
+        cpu::load_floats(isa, x + plane * G::plane, xf, G::plane);
+        sum = plane_sum(xf, G::plane);
+      }
+      y[plane] = T(A(sum / double(G::plane)));
+    }
+  });
+}
+
+template <class G, class T>
+void ops::PoolKernels<Cpu>::global_avg_backward(CpuContext& ctx, const T* dy, T* dx, std::size_t batch) {
+  ctx.threads().parallel_for(batch * G::channels, 64, [dy, dx](std::size_t p0, std::size_t p1) {
+    using A = accumulator_t<T>;
+    for (std::size_t plane = p0; plane < p1; ++plane) {
+      const T g = T(A(dy[plane]) / A(G::plane));
+      std::fill(dx + plane * G::plane, dx + (plane + 1) * G::plane, g);
+    }
+  });
+}
 
 } // namespace cohort
 

@@ -109,15 +109,17 @@ constexpr bool compiled_isa(Isa isa) noexcept {
 /// The instruction set of a kernel instantiated for W floats per vector.
 constexpr Isa isa_of_width(int w) noexcept { return w == 16 ? Isa::avx512 : w == 8 ? Isa::avx2 : Isa::generic; }
 
-// Test builds (the suite defines COHORT_TEST_ISA_TRACE) count the calls of every kernel entry per
-// instruction set, so a run under COHORT_ISA can prove that only that path executed
-// (tests/backend/cpu/simd.cpp). Elsewhere COHORT_ISA_ENTRY compiles to nothing.
-#ifdef COHORT_TEST_ISA_TRACE
+/// Calls of the kernel entries per instruction set, counted while `isa_trace` is on (off by
+/// default: an entry then costs one relaxed load, and entries are per product or per group of
+/// samples, never per tile). tests/backend/cpu/simd.cpp turns it on to prove that a run under
+/// COHORT_ISA executed only that path. A run-time switch, not a macro, so that one compiled
+/// kernel library (compiled_kernels.hpp) serves the tests and the programs alike.
+inline std::atomic<bool> isa_trace{false};
 inline std::atomic<std::uint64_t> isa_entry_calls[3]{};
-#define COHORT_ISA_ENTRY(isa) ::cohort::cpu::isa_entry_calls[std::size_t(isa)].fetch_add(1, std::memory_order_relaxed)
-#else
-#define COHORT_ISA_ENTRY(isa) ((void)0)
-#endif
+#define COHORT_ISA_ENTRY(isa)                                                                                          \
+  (::cohort::cpu::isa_trace.load(std::memory_order_relaxed)                                                            \
+       ? void(::cohort::cpu::isa_entry_calls[std::size_t(isa)].fetch_add(1, std::memory_order_relaxed))                \
+       : void())
 
 /// Calls the one of `avx512()`, `avx2()`, `generic()` that matches `isa`, among the compiled
 /// ones. For dispatchers of templated kernels: a path that is not compiled is never referenced,
