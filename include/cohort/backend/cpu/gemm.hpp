@@ -114,9 +114,7 @@ COHORT_ALWAYS_INLINE void micro_kernel(std::size_t kc, const float* __restrict a
     }
     return;
   }
-  // Zeroed although every element is stored below: GCC 12 reports it maybe-uninitialized in
-  // units built with a precompiled header (cohort_tests); edge tiles only, 1 KiB.
-  float tile[MR * NR] = {};
+  float tile[MR * NR];
   for (std::size_t r = 0; r < MR; ++r) {
     store<W>(tile + r * NR, acc0[r]);
     store<W>(tile + r * NR + W, acc1[r]);
