@@ -119,14 +119,7 @@ inline std::string escaped(std::string_view s, std::size_t max_bytes = 200) {
 }
 
 /// `"text"` with the text escaped: how messages quote a name or value read from a file.
-/// (Appended, not `"\"" + escaped(s)`: GCC 12 reports a false -Wstringop-overflow for that
-/// insert-at-front in some units, e.g. those built with the tests' precompiled header.)
-inline std::string in_quotes(std::string_view s) {
-  std::string out = "\"";
-  out += escaped(s);
-  out += '"';
-  return out;
-}
+inline std::string in_quotes(std::string_view s) { return "\"" + escaped(s) + "\""; }
 
 } // namespace detail
 } // namespace cohort
