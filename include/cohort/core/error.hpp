@@ -119,7 +119,12 @@ inline std::string escaped(std::string_view s, std::size_t max_bytes = 200) {
 }
 
 /// `"text"` with the text escaped: how messages quote a name or value read from a file.
-inline std::string in_quotes(std::string_view s) { return "\"" + escaped(s) + "\""; }
+inline std::string in_quotes(std::string_view s) {
+  std::string out(1, '"');
+  out += escaped(s);
+  out += '"';
+  return out;
+}
 
 } // namespace detail
 } // namespace cohort
