@@ -24,6 +24,7 @@
 
 #include "cohort/backend/cuda/cublas_gemm.cuh"
 #include "cohort/backend/cuda/error.cuh"
+#include "cohort/backend/cuda/host_waits.cuh"
 #include "cohort/backend/cuda/pinned_allocator.cuh"
 #include "cohort/backend/device/activation.hpp"
 #include "cohort/backend/device/batch_norm.hpp"
@@ -97,7 +98,10 @@ struct CudaContext {
     return bus;
   }
   /// Waits for everything queued on the stream; errors of earlier kernels surface here.
-  void synchronize() const { COHORT_CUDA_CHECK(cudaStreamSynchronize(stream), device); }
+  void synchronize() const {
+    gpu::detail::count_host_wait(); // (profiling: backend/cuda/host_waits.cuh)
+    COHORT_CUDA_CHECK(cudaStreamSynchronize(stream), device);
+  }
 };
 
 /// The backend tag (declared in backend/ops.hpp so policies can name it without CUDA).

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cohort/backend/cuda/error.cuh"
+#include "cohort/backend/cuda/host_waits.cuh"
 
 namespace cohort::gpu {
 
@@ -47,7 +48,10 @@ class Event {
   }
   /// Marks the point `stream` has reached (the work queued on it so far).
   void record(cudaStream_t stream) { COHORT_CUDA_CHECK(cudaEventRecord(event_, stream), device_); }
-  void synchronize() const { COHORT_CUDA_CHECK(cudaEventSynchronize(event_), device_); }
+  void synchronize() const {
+    detail::count_host_wait();
+    COHORT_CUDA_CHECK(cudaEventSynchronize(event_), device_);
+  }
   cudaEvent_t get() const noexcept { return event_; }
 
  private:
