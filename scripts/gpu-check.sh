@@ -208,9 +208,11 @@ profile() {
   "$ncu_bin" --profile-from-start off --csv --metrics gpu__time_duration.sum --log-file "$dir/profile.csv" \
     "$bdir/examples/train_on_device_cuda" --model resnet --precision fp32 --windows 1 --warmup-steps 5 \
     --window-steps 1 --profile-steps 2 --data-dir "$data_dir" || return 1
-  local waits
+  local waits csv=$dir/profile.csv
   waits=$(sed -n 's/^profiled [0-9]* step(s): \([0-9.]*\) host waits per step$/\1/p' "$dir/profile.log" | tail -n 1)
-  $python scripts/gpu_report.py ncu-summary "$dir/profile.csv" --steps 2 ${waits:+--host-waits "$waits"} \
+  # (Should this ncu print its table with the program's output rather than into --log-file.)
+  grep -q '"ID"' "$csv" 2>/dev/null || csv=$dir/profile.log
+  $python scripts/gpu_report.py ncu-summary "$csv" --steps 2 ${waits:+--host-waits "$waits"} \
     --json "$dir/profile.json"
 }
 
@@ -265,6 +267,12 @@ run_all() {
     exit 77
   fi
   find_libraries
+  if [ ! -x "$bdir/tests/cohort_cuda_tests" ]; then # nothing packed: build here, within the deadline
+    log "no prebuilt binaries in $bdir (scripts/gpu-pack.sh --prebuilt): building build-gpu/ here"
+    bdir=build-gpu
+    export bdir
+    do_build
+  fi
   stage cuda_tests 150 "$bdir/tests/cohort_cuda_tests" --no-intro --no-version --duration=true \
     --test-case-exclude='*ProcessGroupDDP*'
   stage cuda_tests_ddp 60 "$bdir/tests/cohort_cuda_tests" --no-intro --no-version --duration=true \

@@ -6,8 +6,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cohort/backend/cuda.cuh>
-#include <cohort/backend/cuda/stream.cuh>
 #include <cohort/backend/cuda/host_waits.cuh>
+#include <cohort/backend/cuda/stream.cuh>
 
 #include "train_on_device.hpp"
 

@@ -15,7 +15,7 @@
 struct DeviceTrainOptions {
   std::string model = "A";
   std::string data_dir = "/usr/share/datasets/fashion-mnist"; // cohort::default_data_dir
-  std::size_t epochs = 1, batch_size = 0, max_steps = 0; // batch 0: the recipe's
+  std::size_t epochs = 1, batch_size = 0, max_steps = 0;      // batch 0: the recipe's
   int device = 0;
   std::vector<std::string> precisions{"fp32"};
   bool allow_tf32 = false;

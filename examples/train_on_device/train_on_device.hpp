@@ -106,11 +106,10 @@ void time_windows(Trainer& trainer, const Data& train, const DeviceTrainOptions&
       "\", \"precision\": \"", precision, "\", \"allow_tf32\": ", tf32 ? "true" : "false", ", \"batch\": ", batch,
       ", \"warmup_steps\": ", o.warmup_steps, ", \"window_steps\": ", o.window_steps, ", \"window_ms\": [");
   for (std::size_t w = 0; w < ms.size(); ++w) line += cohort::detail::concat(w ? ", " : "", ms[w]);
-  line += cohort::detail::concat("], \"ms_per_step\": ", per_step, ", \"samples_per_s\": ",
-                                 per_step > 0 ? 1000.0 * double(batch) / per_step : 0.0,
-                                 ", \"host_waits_per_step\": ", double(Clock::host_waits() - waits) / steps,
-                                 ", \"device_used_mib\": ", Clock::device_used_mib(o.device), ", \"timer\": \"",
-                                 Clock::what, "\"}");
+  line += cohort::detail::concat(
+      "], \"ms_per_step\": ", per_step, ", \"samples_per_s\": ", per_step > 0 ? 1000.0 * double(batch) / per_step : 0.0,
+      ", \"host_waits_per_step\": ", double(Clock::host_waits() - waits) / steps,
+      ", \"device_used_mib\": ", Clock::device_used_mib(o.device), ", \"timer\": \"", Clock::what, "\"}");
   std::printf("%s\n", line.c_str());
   if (!o.timing.empty()) {
     std::ofstream out(o.timing, std::ios::app);
@@ -179,4 +178,3 @@ int run_precisions(const DeviceTrainOptions& o) {
 }
 
 } // namespace train_on_device_detail
-

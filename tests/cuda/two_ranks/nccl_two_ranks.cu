@@ -139,8 +139,8 @@ int run(const Args& a) {
               sizeof peer_pid);
 
   const char* host_id = std::getenv("NCCL_HOSTID");
-  const std::string who = detail::concat("rank ", a.rank, " of 2 (GPU ", a.device, ", NCCL_HOSTID ",
-                                         host_id ? host_id : "unset", ")");
+  const std::string who =
+      detail::concat("rank ", a.rank, " of 2 (GPU ", a.device, ", NCCL_HOSTID ", host_id ? host_id : "unset", ")");
   // The watchdog, as ProcessGroupDDP's (MpiCommunicator::wait_until and fail): a deadline, the
   // peer's liveness (its pid: gone, or a zombie its launcher has not reaped yet), and a failure
   // message that names the peer when it has exited, whoever noticed first (NCCL's own error on
@@ -162,7 +162,8 @@ int run(const Args& a) {
           const auto deadline = Clock::now() + std::chrono::duration<double>(a.timeout_s);
           for (std::uint64_t spins = 0; !done(); ++spins) {
             if (spins % 200 == 0 && peer_gone())
-              throw DistributedError(detail::concat(who, ": rank ", peer, " (pid ", peer_pid, ") exited during ", what));
+              throw DistributedError(
+                  detail::concat(who, ": rank ", peer, " (pid ", peer_pid, ") exited during ", what));
             if (Clock::now() > deadline)
               throw DistributedError(
                   detail::concat(who, ": ", what, " did not complete within ", a.timeout_s, " s", peer_note()));
