@@ -55,8 +55,10 @@
 
 #include "cohort/data/augment.hpp"
 #include "cohort/data/cifar.hpp"
+#include "cohort/data/data_checks.hpp"
 #include "cohort/data/dataset.hpp"
 #include "cohort/data/idx.hpp"
+#include "cohort/data/image_view.hpp"
 #include "cohort/data/sampler.hpp"
 
 #include "cohort/parallel/single_device.hpp"

@@ -329,6 +329,16 @@ static_assert(Net::parameter_count == 27'210);
   (void)epoch;
 }
 
+[[maybe_unused]] void example_data_image_view() {
+  //! [data/image_view]
+  std::vector<float> pixels(100 * 784);          // the caller's pipeline fills these
+  std::vector<std::int32_t> classes(100);
+  cohort::ImageView<cohort::Shape<1, 28, 28>> view(pixels, classes, 10);
+  const float* first = view.image(0);             // == pixels.data(): no copy
+  //! [data/image_view]
+  (void)first;
+}
+
 [[maybe_unused]] void example_data_idx() {
   //! [data/idx]
   auto images = cohort::read_idx("train-images-idx3-ubyte.gz", cohort::idx_images_magic);

@@ -84,6 +84,22 @@ static_assert(NetworkDescription<Net>);
   // clang-format on
 }
 
+[[maybe_unused]] void in_memory_example(const std::vector<float>& pixels, const std::vector<std::int32_t>& classes,
+                                        const std::vector<std::uint8_t>& bytes) {
+  // clang-format off
+  //! [in-memory data]
+  // pixels: N * 784 normalised floats, classes: N labels in 0..9, from your own pipeline
+  ImageView<Shape<1, 28, 28>> view(pixels, classes, 10);             // no copy: keep pixels alive and unchanged
+  auto owned = ImageDataset<Shape<1, 28, 28>>::copy_of(pixels, classes, 10);           // or a copy it owns
+  auto from_bytes = ImageDataset<Shape<1, 28, 28>>::from_pixels(bytes, std::span<const std::int32_t>(classes), 10,
+                                                                Normalization::of(bytes)); // uint8 images, normalised
+  Trainer<models::ModelA, Adadelta<>> trainer(Adadelta({.lr = 0.5}));
+  trainer.fit(view, /*epochs=*/1);   // ImageDataset<Shape<1, 32, 32>> here would not compile
+  //! [in-memory data]
+  // clang-format on
+  (void)owned, (void)from_bytes;
+}
+
 [[maybe_unused]] void schedule_example() {
   // clang-format off
   //! [schedule]

@@ -7,9 +7,12 @@
 #include <random>
 #include <vector>
 
+#include "cohort/core/shape.hpp"
+
 namespace cohort::test {
 
 struct Bands {
+  using shape = Shape<1, 28, 28>;
   std::vector<float> x;
   std::vector<std::int32_t> y;
   Bands(std::size_t n, unsigned seed) : x(n * 784), y(n) {

@@ -33,6 +33,7 @@ Augmentation crop_and_flip() { return Augmentation{RandomCrop(28, 3), RandomHori
 /// The bands of `base` as `aug` makes them in epoch `epoch` under `seed`: sample i augmented as
 /// sample i, written out before training.
 struct AugmentedBands {
+  using shape = Shape<1, 28, 28>;
   std::vector<float> x;
   const Bands* base;
   AugmentedBands(const Bands& b, const Augmentation& aug, std::uint64_t seed, std::uint64_t epoch) : x(b.x), base(&b) {
@@ -171,6 +172,7 @@ TEST_CASE("Trainer: on the CPU the next batch is gathered and augmented on the p
 TEST_CASE("Trainer augmentation: a network without image input refuses it with a ShapeError") {
   using Flat = Sequential<Input<784>, Linear<784, 10>>;
   struct FlatBands {
+    using shape = Shape<784>;
     Bands b{24, 1};
     std::size_t size() const { return b.size(); }
     const float* image(std::size_t i) const { return b.image(i); }

@@ -16,6 +16,7 @@
 /// and std per channel (`Normalization::per_channel`, `Normalization::of(bytes, C, H * W)`);
 /// data/cifar.hpp reads CIFAR-10/100 that way.
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -204,6 +205,20 @@ class ImageDataset {
                                         ", expected a class in [0, ", classes_, ")"));
   }
 
+  /// A copy of samples in the caller's memory (floats already normalised), which the dataset
+  /// then owns: `images` holds labels.size() samples of InputShape::size floats. To train on the
+  /// caller's memory without a copy: ImageView (data/image_view.hpp).
+  ///
+  ///     auto d = ImageDataset<Shape<1, 28, 28>>::copy_of(pixels, labels, 10);   // spans or vectors
+  static ImageDataset copy_of(std::span<const float> images, std::span<const std::int32_t> labels,
+                              std::size_t num_classes) {
+    HostBuffer<float> x(images.size());
+    std::copy(images.begin(), images.end(), x.data());
+    HostBuffer<std::int32_t> y(labels.size());
+    std::copy(labels.begin(), labels.end(), y.data());
+    return ImageDataset(std::move(x), std::move(y), num_classes);
+  }
+
   /// Reads an IDX image file and an IDX label file (raw or .gz) and normalises the pixels.
   static ImageDataset load(const std::filesystem::path& images, const std::filesystem::path& labels,
                            std::size_t num_classes, Normalization norm) {
@@ -280,6 +295,14 @@ class ImageDataset {
     HostBuffer<float> x(pixels.size());
     for (std::size_t i = 0; i < pixels.size(); ++i) x[i] = tables[(i / plane) % C][pixels[i]];
     return ImageDataset(std::move(x), std::move(labels), num_classes);
+  }
+
+  /// from_pixels with the labels in the caller's memory (copied).
+  static ImageDataset from_pixels(std::span<const std::uint8_t> pixels, std::span<const std::int32_t> labels,
+                                  std::size_t num_classes, const Normalization& norm) {
+    HostBuffer<std::int32_t> y(labels.size());
+    std::copy(labels.begin(), labels.end(), y.data());
+    return from_pixels(pixels, std::move(y), num_classes, norm);
   }
 
   std::size_t size() const noexcept { return labels_.size(); }

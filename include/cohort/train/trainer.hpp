@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cohort/core/error.hpp"
+#include "cohort/data/data_checks.hpp"
 #include "cohort/data/sampler.hpp"
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/parallel/policy.hpp"
@@ -63,6 +64,7 @@ class Trainer {
                 "<cohort/parallel/nccl.cuh> and link the cohort::nccl CMake target");
   static_assert(Net::output_shape::rank == 1, "Trainer: the network must end in a vector of class scores");
   using input_shape = typename Net::input_shape;
+  static constexpr std::size_t outputs = Net::output_shape::size; // class scores: labels are 0 .. outputs - 1
   using engine_type = detail::TrainEngine<Parallel, Precision, Net, Opt>;
   static_assert(TrainEngineProtocol<engine_type, Net>,
                 "Trainer: the engine of this (Parallel, Precision) pair does "
@@ -127,6 +129,11 @@ class Trainer {
   template <class Train, class Test = Train>
   requires ClassificationData<Train, input_shape> std::vector<EpochReport> fit(const Train& train, std::size_t epochs,
                                                                                const Test* test = nullptr) {
+    static_assert(detail::dataset_type_fits<Train, input_shape>());
+    static_assert(detail::dataset_type_fits<Test, input_shape>());
+    // Both sets checked before the first step: a bad test set would otherwise surface only
+    // after an epoch of training (fit_epoch checks the training set again, cheaply).
+    if (test) detail::check_dataset<input_shape>(*test, outputs, "Trainer::fit (test set)");
     std::vector<EpochReport> out;
     epochs_ = epochs; // for the progress bar's "epoch 2/10"
     while (state_.epoch < epochs && !reached_max_steps()) out.push_back(fit_epoch(train, test));
@@ -139,6 +146,8 @@ class Trainer {
   template <class Train, class Test = Train>
   requires ClassificationData<Train, input_shape> EpochReport fit_epoch(const Train& train,
                                                                         const Test* test = nullptr) {
+    static_assert(detail::dataset_type_fits<Train, input_shape>());
+    detail::check_dataset<input_shape>(train, outputs, "Trainer::fit");
     const EpochPlan plan = plan_epoch(train.size());
     EpochReport r;
     r.epoch = state_.epoch;
@@ -189,6 +198,9 @@ class Trainer {
   /// Under ProcessGroupDDP each rank evaluates a contiguous share and the counts are summed.
   template <class Data>
   requires ClassificationData<Data, input_shape> EvalReport evaluate(const Data& data) {
+    static_assert(detail::dataset_type_fits<Data, input_shape>());
+    if (data.size() == 0) throw ValueError("Trainer::evaluate: the dataset is empty (no accuracy to report)");
+    detail::check_dataset<input_shape>(data, outputs, "Trainer::evaluate");
     engine_.sync_buffers();
     const std::size_t n = data.size(), world = engine_.world(), rank = engine_.rank();
     const std::size_t begin = n * rank / world, end = n * (rank + 1) / world;

@@ -24,7 +24,9 @@
 namespace cohort {
 
 /// A labelled image set the trainer can draw batches from (data/dataset.hpp's ImageDataset,
-/// repeated or not, or anything with the same three members).
+/// repeated or not, data/image_view.hpp's ImageView over the caller's memory, or anything with
+/// the same three members). It must also state its sample shape, which fit and evaluate check
+/// with its labels before any step (data/data_checks.hpp).
 template <class D, class InputShape>
 concept ClassificationData = requires(const D& d, std::size_t i) {
   { d.size() } -> std::convertible_to<std::size_t>;

@@ -42,6 +42,7 @@ TEST_CASE("device errors: a bad label in a device trainer is still the ValueErro
   test::Bands data(48, 1);
   // Labels beyond the model's 10 classes: the engine's error translation must not hide them.
   struct BadLabels {
+    using shape = Shape<1, 28, 28>;
     const test::Bands& d;
     std::size_t size() const { return d.size(); }
     const float* image(std::size_t i) const { return d.image(i); }

@@ -1,0 +1,103 @@
+#pragma once
+/// \file
+/// The data seam: what a dataset must say about itself, and the checks a Trainer makes before
+/// it takes a step on it (issue 34). A dataset states its sample shape either in its type
+/// (`using shape = Shape<C, H, W>`: compared with the network's input at compile time, a
+/// mismatch is a compile error naming both shapes) or at run time (`sample_extents()`: compared
+/// when fit or evaluate starts, `ShapeError`). Its classes (`num_classes()`, when it has one)
+/// must fit the network's outputs, and every label must be one of the network's classes: both
+/// checked when fit or evaluate starts (`ValueError` naming the dataset index), so nothing
+/// trains on data that a later batch would reject.
+/// Example (not compiled: a user's own type, shown in outline):
+///
+///     struct MySamples {                                  // anything with these members
+///       using shape = cohort::Shape<3, 32, 32>;            //   or: std::vector<std::size_t> sample_extents() const
+///       std::size_t size() const;
+///       const float* image(std::size_t i) const;          //   shape::size floats
+///       std::int32_t label(std::size_t i) const;
+///       std::size_t num_classes() const;                   //   optional
+///     };
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "cohort/core/error.hpp"
+#include "cohort/core/shape.hpp"
+
+namespace cohort {
+
+/// A dataset whose sample shape is part of its type (ImageDataset, RepeatedView, ImageView).
+template <class D>
+concept StaticallyShapedData = requires {
+  typename D::shape;
+}
+&&ShapeType<typename D::shape>;
+
+/// A dataset that knows its sample extents only at run time (C, H, W; or N for vectors).
+template <class D>
+concept DynamicallyShapedData = requires(const D& d) {
+  { d.sample_extents() } -> std::convertible_to<std::vector<std::size_t>>;
+};
+
+namespace detail {
+
+/// Instantiated with the dataset's shape and the network's input shape: when they differ, the
+/// compiler's "required from" line names both (detail::dataset_shape_matches_network_input<
+/// Shape<dataset's>, Shape<network's>>).
+template <class DatasetShape, class NetworkInput>
+struct dataset_shape_matches_network_input {
+  static_assert(std::is_same_v<DatasetShape, NetworkInput>,
+                "Trainer: the dataset's sample shape is not the network's input shape (the two are named in "
+                "dataset_shape_matches_network_input<dataset's shape, network's input shape> below)");
+  static constexpr bool value = true;
+};
+
+/// The compile-time half of the seam: true, or a compile error that says what is wrong.
+template <class D, class NetworkInput>
+constexpr bool dataset_type_fits() {
+  static_assert(StaticallyShapedData<D> || DynamicallyShapedData<D>,
+                "Trainer: a dataset must state its sample shape: `using shape = cohort::Shape<C, H, W>;` (checked "
+                "against the network's input at compile time) or `std::vector<std::size_t> sample_extents() const` "
+                "(checked when fit or evaluate starts)");
+  if constexpr (StaticallyShapedData<D>)
+    return dataset_shape_matches_network_input<typename D::shape, NetworkInput>::value;
+  else
+    return true;
+}
+
+inline std::string extents_string(const std::vector<std::size_t>& e) {
+  std::string s;
+  for (std::size_t i = 0; i < e.size(); ++i) s += (i ? "x" : "") + std::to_string(e[i]);
+  return s.empty() ? "(no extents)" : s;
+}
+
+/// The run-time half: the extents of a run-time-shaped dataset, its class count and every
+/// label, against a network with input `NetworkInput` and `outputs` class scores. `who` names
+/// the caller in the messages ("Trainer::fit").
+template <class NetworkInput, class D>
+void check_dataset(const D& d, std::size_t outputs, const char* who) {
+  if constexpr (DynamicallyShapedData<D> && !StaticallyShapedData<D>) {
+    const std::vector<std::size_t> found = d.sample_extents();
+    const std::vector<std::size_t> expected(NetworkInput::extents.begin(), NetworkInput::extents.end());
+    if (found != expected)
+      throw ShapeError(concat(who, ": the dataset's samples are ", extents_string(found), ", the network's input is ",
+                              NetworkInput::str()));
+  }
+  if constexpr (requires { d.num_classes(); }) {
+    if (std::size_t(d.num_classes()) > outputs)
+      throw ValueError(concat(who, ": the dataset has ", d.num_classes(), " classes, the network has ", outputs,
+                              " outputs (one score per class)"));
+  }
+  const std::size_t n = d.size();
+  for (std::size_t i = 0; i < n; ++i)
+    if (const std::int32_t y = d.label(i); y < 0 || std::size_t(y) >= outputs)
+      throw ValueError(concat(who, ": the label of sample ", i, " of the dataset is ", y,
+                              ", the network's classes are 0 to ", outputs - 1));
+}
+
+} // namespace detail
+} // namespace cohort
