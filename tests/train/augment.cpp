@@ -169,15 +169,21 @@ TEST_CASE("Trainer: on the CPU the next batch is gathered and augmented on the p
   CHECK(on.count(std::this_thread::get_id()) == 1);
 }
 
+namespace {
+// Flat samples: a dataset stating a shape type at namespace scope (a local class's unused-looking
+// `using shape` trips -Wunused-local-typedefs although the data seam reads it).
+struct FlatBands {
+  using shape = Shape<784>;
+  Bands b{24, 1};
+  std::size_t size() const { return b.size(); }
+  const float* image(std::size_t i) const { return b.image(i); }
+  std::int32_t label(std::size_t i) const { return b.label(i); }
+};
+} // namespace
+
 TEST_CASE("Trainer augmentation: a network without image input refuses it with a ShapeError") {
   using Flat = Sequential<Input<784>, Linear<784, 10>>;
-  struct FlatBands {
-    using shape = Shape<784>;
-    Bands b{24, 1};
-    std::size_t size() const { return b.size(); }
-    const float* image(std::size_t i) const { return b.image(i); }
-    std::int32_t label(std::size_t i) const { return b.label(i); }
-  } data;
+  FlatBands data;
   Trainer<Flat, Sgd<>> t(Sgd({.lr = 0.01}), options(1, true));
   CHECK_THROWS_WITH_AS(t.fit(data, 1), doctest::Contains("augmentation transforms images (C, H, W)"), ShapeError);
 }

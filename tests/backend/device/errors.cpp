@@ -38,16 +38,21 @@ TEST_CASE("device errors: a Thrust system_error becomes a DeviceError, and cohor
   CHECK(ctx.translate_errors("nothing", [] { return 7; }) == 7); // results pass through
 }
 
+namespace {
+// Labels beyond the model's 10 classes: the engine's error translation must not hide them.
+// (At namespace scope: a local class's `using shape` trips -Wunused-local-typedefs.)
+struct BadLabels {
+  using shape = cohort::Shape<1, 28, 28>;
+  const cohort::test::Bands& d;
+  std::size_t size() const { return d.size(); }
+  const float* image(std::size_t i) const { return d.image(i); }
+  std::int32_t label(std::size_t i) const { return i == 5 ? 12 : d.label(i); }
+};
+} // namespace
+
 TEST_CASE("device errors: a bad label in a device trainer is still the ValueError naming it") {
   test::Bands data(48, 1);
-  // Labels beyond the model's 10 classes: the engine's error translation must not hide them.
-  struct BadLabels {
-    using shape = Shape<1, 28, 28>;
-    const test::Bands& d;
-    std::size_t size() const { return d.size(); }
-    const float* image(std::size_t i) const { return d.image(i); }
-    std::int32_t label(std::size_t i) const { return i == 5 ? 12 : d.label(i); }
-  } bad{data};
+  BadLabels bad{data};
   Trainer<models::ModelC, Sgd<>, SingleDevice<ThrustDevice>> t(Sgd({.lr = 0.01}), {.batch_size = 16, .log = nullptr});
   CHECK_THROWS_AS(t.fit(bad, 1), ValueError);
 }
