@@ -62,7 +62,7 @@ class CohortConan(ConanFile):
             tc.cache_variables.update({"COHORT_KERNEL_LIBRARY": True, "COHORT_NATIVE": False,
                                        "COHORT_BUILD_TESTS": False, "COHORT_BUILD_EXAMPLES": False,
                                        "COHORT_BUILD_BENCH": False, "COHORT_INSTALL": True,
-                                       "COHORT_WITH_MPI": False})
+                                       "COHORT_WITH_MPI": False, "COHORT_WITH_IMAGE": False})
             tc.generate()
 
     def build(self):

@@ -9,11 +9,13 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build ccache pkg-config git ca-certificates \
   libxtensor-dev xtl-dev libxsimd-dev doctest-dev libcli11-dev zlib1g-dev \
+  libpng-dev libjpeg62-turbo-dev \
   libopenmpi-dev openmpi-bin libopenblas-dev \
   dataset-fashion-mnist \
   python3 python3-venv python3-pip \
   clang-format \
   clang-14 libclang-rt-14-dev llvm >/dev/null
+# libpng-dev + libjpeg62-turbo-dev: the optional image component (cohort::image: ImageFolder).
 # ninja-build: the build (its .ninja_log gives scripts/compile_times.py the time of every unit);
 # ccache: a second clone on the same machine reuses the first one's objects (scripts/test.sh).
 # clang-14 + libclang-rt-14-dev: the libFuzzer targets (tests/fuzz/, ctest label fuzz) and

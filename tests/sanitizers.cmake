@@ -3,7 +3,8 @@
 # the sanitizer flags on those sources alone, and is registered with ctest one case at a time:
 #   asan.*  AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included): the I/O, data
 #           and checkpoint tests (tests/io/, tests/data/, tests/train/checkpoint.cpp);
-#   tsan.*  ThreadSanitizer: the thread pool, the CPU replica engine, the batch prefetcher and,
+#   tsan.*  ThreadSanitizer: the thread pool, the CPU replica engine, the batch prefetcher,
+#           ImageFolder's decode workers and,
 #           where the CCCL headers are found, the device replica all-reduce (Thrust's plain C++
 #           device system: libgomp is not instrumented, so the OpenMP system would only report
 #           false races).
@@ -51,18 +52,31 @@ if(COHORT_SANITIZER_TESTS)
     file(GLOB COHORT_ASAN_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/io/*.cpp
          ${CMAKE_CURRENT_SOURCE_DIR}/data/*.cpp)
     list(APPEND COHORT_ASAN_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/train/checkpoint.cpp)
+    # The image decoders and the folder reader (tests/data/image_*.cpp) where cohort::image is built.
+    set(asan_libs cohort::cohort)
+    if(COHORT_WITH_IMAGE)
+      set(asan_libs cohort::image)
+    else()
+      list(FILTER COHORT_ASAN_SOURCES EXCLUDE REGEX "/data/image_(decode|folder|transforms)\\.cpp$")
+    endif()
     cohort_sanitized_tests(cohort_asan_tests asan "ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
-                           SOURCES ${COHORT_ASAN_SOURCES} FLAGS ${COHORT_ASAN_FLAGS} LIBS cohort::cohort)
+                           SOURCES ${COHORT_ASAN_SOURCES} FLAGS ${COHORT_ASAN_FLAGS} LIBS ${asan_libs})
   else()
     message(STATUS "cohort: ${CMAKE_CXX_COMPILER} cannot build with ${COHORT_ASAN_FLAGS}: no asan.* tests")
   endif()
 
   if(COHORT_HAVE_TSAN)
+    # ImageFolder's decode workers (tests/data/image_folder.cpp) where cohort::image is built.
+    set(tsan_sources ${CMAKE_CURRENT_SOURCE_DIR}/backend/cpu/thread_pool.cpp
+                     ${CMAKE_CURRENT_SOURCE_DIR}/train/engine/threaded_replicas.cpp
+                     ${CMAKE_CURRENT_SOURCE_DIR}/data/batch_prefetcher.cpp)
+    set(tsan_libs cohort::cohort)
+    if(COHORT_WITH_IMAGE)
+      list(APPEND tsan_sources ${CMAKE_CURRENT_SOURCE_DIR}/data/image_folder.cpp)
+      set(tsan_libs cohort::image)
+    endif()
     cohort_sanitized_tests(cohort_tsan_tests tsan "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1"
-                           SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/backend/cpu/thread_pool.cpp
-                                   ${CMAKE_CURRENT_SOURCE_DIR}/train/engine/threaded_replicas.cpp
-                                   ${CMAKE_CURRENT_SOURCE_DIR}/data/batch_prefetcher.cpp
-                           FLAGS ${COHORT_TSAN_FLAGS} LIBS cohort::cohort)
+                           SOURCES ${tsan_sources} FLAGS ${COHORT_TSAN_FLAGS} LIBS ${tsan_libs})
     if(COHORT_CCCL_INCLUDE_DIR)
       cohort_sanitized_tests(cohort_tsan_device_tests tsan "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1"
                              SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/backend/device/replica_all_reduce.cpp
@@ -95,7 +109,7 @@ if(COHORT_FUZZ_TESTS)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/build.cmake)
   set_tests_properties(fuzz.build PROPERTIES LABELS fuzz FIXTURES_SETUP cohort_fuzz SKIP_REGULAR_EXPRESSION "MISSING:"
                                              TIMEOUT 900)
-  foreach(target idx idx_gzip safetensors)
+  foreach(target idx idx_gzip safetensors image)
     add_test(NAME fuzz.${target}
              COMMAND ${CMAKE_COMMAND} -DEXE=${CMAKE_CURRENT_BINARY_DIR}/fuzz/fuzz_${target}
                      -DSEEDS=${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${target}

@@ -13,11 +13,12 @@ endif()
 # the compiled kernel library is built in that one configuration too.
 set(VCPKG_BUILD_TYPE release)
 
-# Feature mpi -> -DCOHORT_WITH_MPI=ON, kernels -> -DCOHORT_KERNEL_LIBRARY=ON (compiled mode),
+# Feature mpi -> -DCOHORT_WITH_MPI=ON, image -> -DCOHORT_WITH_IMAGE=ON (PNG/JPEG folders), kernels -> -DCOHORT_KERNEL_LIBRARY=ON (compiled mode),
 # otherwise OFF (never picked up from the build machine).
 vcpkg_check_features(OUT_FEATURE_OPTIONS FEATURE_OPTIONS
   FEATURES
     mpi COHORT_WITH_MPI
+    image COHORT_WITH_IMAGE
     kernels COHORT_KERNEL_LIBRARY
 )
 

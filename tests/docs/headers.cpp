@@ -19,11 +19,16 @@
 #include <xtensor/xtensor.hpp>
 
 #include <cohort/cohort.hpp>
+#include <cohort/data/image_transforms.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 #include <cohort/optim/optimizer_variant.hpp>
 #include <cohort/parallel/device_assignment.hpp>
 #include <cohort/parallel/signature.hpp>
+#if defined(COHORT_WITH_IMAGE) // the image component (cohort::image): libpng, libjpeg
+#include <cohort/data/image_decode.hpp>
+#include <cohort/data/image_folder.hpp>
+#endif
 
 using namespace cohort;
 
@@ -338,6 +343,40 @@ static_assert(Net::parameter_count == 27'210);
   //! [data/image_view]
   (void)first;
 }
+
+[[maybe_unused]] void example_data_image_transforms() {
+  //! [data/image_transforms]
+  cohort::Image8 img(64, 48, 3);                          // width, height, channels (RGB)
+  img = cohort::resize_shorter_side(img, 32);             // 42x32, as Resize(32) gives
+  img = cohort::center_crop(img, 32, 32);
+  std::vector<float> x(3 * 32 * 32);
+  cohort::to_normalized_chw(img, cohort::Normalization{}, x);
+  //! [data/image_transforms]
+}
+
+#if defined(COHORT_WITH_IMAGE)
+[[maybe_unused]] void example_data_image_decode() {
+  //! [data/image_decode]
+  cohort::Image8 rgb = cohort::read_image("cat.jpg", 3);    // 3 channels: convert("RGB")
+  std::vector<std::uint8_t> bytes = cohort::read_file("dog.png");
+  cohort::ImageInfo info = cohort::read_image_info(bytes, "dog.png");   // the header only
+  //! [data/image_decode]
+  (void)rgb;
+  (void)info;
+}
+
+template <class Trainer>
+[[maybe_unused]] void example_data_image_folder(Trainer& trainer) {
+  //! [data/image_folder]
+  using Input = cohort::Shape<3, 32, 32>;                      // the network's input
+  auto train = cohort::ImageFolder<Input>::open("data/train", {
+      .crop = cohort::FolderCrop::random_resized, .horizontal_flip = true,
+      .normalization = cohort::Normalization::per_channel({0.49f, 0.48f, 0.45f}, {0.25f, 0.24f, 0.26f})});
+  auto test = cohort::ImageFolder<Input>::open("data/val", {.resize = 36});   // + center crop
+  trainer.fit(train, 10, &test);                                // decoded on 2 worker threads
+  //! [data/image_folder]
+}
+#endif
 
 [[maybe_unused]] void example_data_idx() {
   //! [data/idx]

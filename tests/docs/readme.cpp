@@ -24,6 +24,9 @@ static_assert(ModelA::parameter_count == 300'426);
 
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
+#if defined(COHORT_WITH_IMAGE) // the image component (cohort::image)
+#include <cohort/data/image_folder.hpp>
+#endif
 
 namespace {
 
@@ -99,6 +102,21 @@ static_assert(NetworkDescription<Net>);
   // clang-format on
   (void)owned, (void)from_bytes;
 }
+
+#if defined(COHORT_WITH_IMAGE)
+template <class Trainer>
+[[maybe_unused]] void image_folder_example(Trainer& trainer) {
+  // clang-format off
+  //! [image folder]
+  using Input = Shape<3, 32, 32>;                                 // the network's input shape
+  auto train = ImageFolder<Input>::open("photos/train", {.crop = FolderCrop::random_resized,
+                                                         .horizontal_flip = true, .workers = 2});
+  auto val = ImageFolder<Input>::open("photos/val", {.resize = 36});   // Resize(36) + CenterCrop(32)
+  trainer.fit(train, /*epochs=*/10, &val);   // trainer.class_names() == train.class_names(), saved with checkpoints
+  //! [image folder]
+  // clang-format on
+}
+#endif
 
 [[maybe_unused]] void schedule_example() {
   // clang-format off

@@ -20,7 +20,7 @@ if(NOT rc EQUAL 0)
   endif()
   message(FATAL_ERROR "configuring the fuzz targets failed:\n${out}\n${err}")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${BINARY} --target fuzz_idx fuzz_idx_gzip fuzz_safetensors RESULT_VARIABLE rc
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${BINARY} --target fuzz_idx fuzz_idx_gzip fuzz_safetensors fuzz_image RESULT_VARIABLE rc
                 OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "building the fuzz targets failed:\n${out}\n${err}")

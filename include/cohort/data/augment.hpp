@@ -170,7 +170,9 @@ struct RandomHorizontalFlip {
 class Augmentation {
  public:
   using Transform = std::function<void(std::span<float>, ImageDims, const AugmentRandom&)>;
-  static constexpr std::size_t max_transforms = 256; // positions of streams::augment
+  /// Positions 0..253 of streams::augment; 254 and 255 are ImageFolder's own random transforms
+  /// (data/image_folder.hpp), so a folder's crop never draws the numbers of a pipeline's.
+  static constexpr std::size_t max_transforms = 254;
 
   Augmentation() = default;
   template <ImageTransform... T>

@@ -21,6 +21,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -41,6 +42,21 @@ concept StaticallyShapedData = requires {
 template <class D>
 concept DynamicallyShapedData = requires(const D& d) {
   { d.sample_extents() } -> std::convertible_to<std::vector<std::size_t>>;
+};
+
+/// Which random numbers a dataset that prepares its own samples (ImageFolder: decode, crop,
+/// flip) uses for one batch: the Trainer's seed and the epoch, so a sample's pixels depend on
+/// (seed, epoch, dataset index) only, never on the batch, the thread or the world size.
+struct SampleDraw {
+  std::uint64_t seed = 0, epoch = 0;
+};
+
+/// A dataset without an `image(i)` in memory that writes the samples of a batch itself:
+/// `load_samples(indices, out, draw)` fills out with indices.size() samples of shape::size floats.
+template <class D>
+concept SampleLoadingData = requires(const D& d, std::span<const std::size_t> idx, std::span<float> out,
+                                     const SampleDraw& draw) {
+  d.load_samples(idx, out, draw);
 };
 
 namespace detail {

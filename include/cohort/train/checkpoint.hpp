@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,7 +54,39 @@ struct TrainerState {
   /// all and in a row.
   double loss_scale = 0;
   std::uint64_t scale_growth_tracker = 0, skipped_steps = 0, consecutive_skips = 0;
+  /// The class list of the data trained on, when the dataset names its classes (ImageFolder):
+  /// its count and fingerprint (class_list_fingerprint), so a resume on folders whose classes
+  /// differ or are ordered otherwise is refused. 0, 0: not recorded. (The names themselves are
+  /// in the checkpoint's metadata; the state stays trivially copyable for the ranks' broadcast.)
+  std::uint64_t class_count = 0, class_fingerprint = 0;
 };
+
+/// FNV-1a over the class names, each followed by a '/' (no class name, being a directory name,
+/// contains one).
+inline std::uint64_t class_list_fingerprint(std::span<const std::string> names) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  auto add = [&h](unsigned char c) { h = (h ^ c) * 0x100000001b3ull; };
+  for (const auto& n : names) {
+    for (const char c : n) add(static_cast<unsigned char>(c));
+    add('/');
+  }
+  return h;
+}
+
+/// The class names a checkpoint records ("cohort.data.classes", joined by '/'); empty if none.
+inline std::vector<std::string> checkpoint_class_names(const SafetensorsFile& f) {
+  std::vector<std::string> names;
+  const auto it = f.metadata().find("cohort.data.classes");
+  if (it == f.metadata().end()) return names;
+  std::string_view rest = it->second;
+  while (!rest.empty()) {
+    const auto slash = rest.find('/');
+    names.emplace_back(rest.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+  }
+  return names;
+}
 
 namespace detail {
 
@@ -179,7 +212,7 @@ void load_weights(const std::filesystem::path& path, Params& p) {
 /// feedback's residuals too (train/error_feedback_state.hpp).
 template <class Params, class Opt>
 void save_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, const TrainerState& s,
-                     const ErrorFeedbackState* ef = nullptr) {
+                     const ErrorFeedbackState* ef = nullptr, std::span<const std::string> class_names = {}) {
   SafetensorsWriter w;
   w.set_metadata("format", "pt");
   w.set_metadata("cohort.network", Params::net_type::signature());
@@ -200,6 +233,13 @@ void save_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, con
     w.set_metadata("cohort.scaler.growth_tracker", std::to_string(s.scale_growth_tracker));
     w.set_metadata("cohort.scaler.skipped_steps", std::to_string(s.skipped_steps));
     w.set_metadata("cohort.scaler.consecutive_skips", std::to_string(s.consecutive_skips));
+  }
+  if (s.class_count) {
+    w.set_metadata("cohort.data.class_count", std::to_string(s.class_count));
+    w.set_metadata("cohort.data.class_fingerprint", std::to_string(s.class_fingerprint));
+    std::string joined;
+    for (const auto& n : class_names) joined += (joined.empty() ? "" : "/") + n;
+    if (!class_names.empty()) w.set_metadata("cohort.data.classes", joined);
   }
   detail::add_model_tensors(w, p);
   for (auto& slot : opt.slots(p.values.size()))
@@ -246,6 +286,10 @@ TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt, Erro
     s.scale_growth_tracker = detail::metadata_u64(f, "cohort.scaler.growth_tracker", problems);
     s.skipped_steps = detail::metadata_u64(f, "cohort.scaler.skipped_steps", problems);
     s.consecutive_skips = detail::metadata_u64(f, "cohort.scaler.consecutive_skips", problems);
+  }
+  if (f.metadata().count("cohort.data.class_count")) { // written when the data named its classes
+    s.class_count = detail::metadata_u64(f, "cohort.data.class_count", problems);
+    s.class_fingerprint = detail::metadata_u64(f, "cohort.data.class_fingerprint", problems);
   }
   // Written since the process-group issue; older checkpoints come from one process.
   s.world_size = f.metadata().count("cohort.trainer.world_size")

@@ -131,6 +131,8 @@ class Trainer {
                                                                                const Test* test = nullptr) {
     static_assert(detail::dataset_type_fits<Train, input_shape>());
     static_assert(detail::dataset_type_fits<Test, input_shape>());
+    detail::check_class_list(train, state_, class_names_, "Trainer::fit");
+    if (test) detail::check_class_list(*test, state_, class_names_, "Trainer::fit (test set)");
     // Both sets checked before the first step: a bad test set would otherwise surface only
     // after an epoch of training (fit_epoch checks the training set again, cheaply).
     if (test) detail::check_dataset<input_shape>(*test, outputs, "Trainer::fit (test set)");
@@ -148,6 +150,7 @@ class Trainer {
                                                                         const Test* test = nullptr) {
     static_assert(detail::dataset_type_fits<Train, input_shape>());
     detail::check_dataset<input_shape>(train, outputs, "Trainer::fit");
+    detail::check_class_list(train, state_, class_names_, "Trainer::fit");
     const EpochPlan plan = plan_epoch(train.size());
     EpochReport r;
     r.epoch = state_.epoch;
@@ -201,6 +204,7 @@ class Trainer {
     static_assert(detail::dataset_type_fits<Data, input_shape>());
     if (data.size() == 0) throw ValueError("Trainer::evaluate: the dataset is empty (no accuracy to report)");
     detail::check_dataset<input_shape>(data, outputs, "Trainer::evaluate");
+    detail::check_class_list(data, state_, class_names_, "Trainer::evaluate");
     engine_.sync_buffers();
     const std::size_t n = data.size(), world = engine_.world(), rank = engine_.rank();
     const std::size_t begin = n * rank / world, end = n * (rank + 1) / world;
@@ -233,7 +237,7 @@ class Trainer {
     engine_.export_state(state_);
     const ErrorFeedbackState ef = detail::gathered_error_feedback(engine_); // ProcessGroupDDP's, at rank 0
     engine_.barrier("the barrier before saving a checkpoint");
-    if (engine_.rank() == 0) save_checkpoint(path, parameters(), optimizer(), state_, &ef);
+    if (engine_.rank() == 0) save_checkpoint(path, parameters(), optimizer(), state_, &ef, class_names_);
     engine_.barrier("the barrier after saving a checkpoint");
   }
   /// Continues from a checkpoint written by save(), by any policy and world size. Throws
@@ -242,10 +246,13 @@ class Trainer {
   void resume(const std::filesystem::path& path) {
     TrainerState s;
     ErrorFeedbackState ef;
+    std::vector<std::string> names; // rank 0's (the others check the class list by its fingerprint)
     std::string error;
     if (engine_.rank() == 0) {
       try {
-        s = load_checkpoint(path, parameters(), optimizer(), &ef);
+        const SafetensorsFile f = SafetensorsFile::read(path);
+        s = load_checkpoint(f, parameters(), optimizer(), &ef);
+        names = checkpoint_class_names(f);
       } catch (const Error& e) {
         error = e.what();
       }
@@ -257,7 +264,11 @@ class Trainer {
     detail::restore_error_feedback(engine_, ef);
     engine_.set_seed(s.seed); // the checkpoint's dropout masks
     state_ = s;               // its position, seed and shuffle flag
+    class_names_ = std::move(names);
   }
+  /// The class names of the data this model trains on, when its dataset names them (ImageFolder):
+  /// recorded by the first fit, saved with checkpoints and restored by resume (on rank 0).
+  const std::vector<std::string>& class_names() const noexcept { return class_names_; }
   /// Starts from the weights of a file (a weights file, a checkpoint, or a PyTorch state_dict
   /// saved with safetensors); optimiser and position start fresh.
   void init_from(const std::filesystem::path& path) {
@@ -339,7 +350,7 @@ class Trainer {
     for (std::size_t i = 0; i < group; ++i, ++b) {
       const std::size_t count = std::min(bs, plan.local - b * bs);
       const std::size_t slot = batches_.load(train, b, plan.batches, plan.local, bs,
-                                             detail::prefetch_pays<typename Parallel::backend>(options_),
+                                             detail::prefetch_pays<typename Parallel::backend, Train>(options_),
                                              {&options_.augment, state_.seed, state_.epoch});
       loss += engine_.step({batches_.images(slot), count}, std::span<const std::int32_t>(batches_.labels(slot), count),
                            {.step = state_.step, .forward_pass = state_.forward_passes, .index = i, .count = group});
@@ -401,6 +412,7 @@ class Trainer {
   double base_lr_ = 0; // the optimiser's rate at construction: what the schedule scales
   engine_type engine_;
   TrainerState state_{};
+  std::vector<std::string> class_names_; // see class_names()
   // Staging memory is allocated on the thread that gathers, with the engine's device current.
   detail::BatchStaging<input_shape, staging> batches_{[this] {
     if constexpr (requires { engine_.activate(); }) engine_.activate();

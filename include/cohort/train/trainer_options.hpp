@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cohort/data/augment.hpp"
+#include "cohort/data/data_checks.hpp"
 #include "cohort/loss/cross_entropy_options.hpp"
 #include "cohort/optim/lr_schedule.hpp"
 #include "cohort/optim/parameter_groups.hpp"
@@ -25,14 +26,17 @@ namespace cohort {
 
 /// A labelled image set the trainer can draw batches from (data/dataset.hpp's ImageDataset,
 /// repeated or not, data/image_view.hpp's ImageView over the caller's memory, or anything with
-/// the same three members). It must also state its sample shape, which fit and evaluate check
+/// the same three members), or one that writes a batch's samples itself (SampleLoadingData:
+/// data/image_folder.hpp's ImageFolder decodes them). It must also state its sample shape, which fit and evaluate check
 /// with its labels before any step (data/data_checks.hpp).
 template <class D, class InputShape>
 concept ClassificationData = requires(const D& d, std::size_t i) {
   { d.size() } -> std::convertible_to<std::size_t>;
-  { d.image(i) } -> std::convertible_to<const float*>;
   { d.label(i) } -> std::convertible_to<std::int32_t>;
-};
+}
+&&(SampleLoadingData<D> || requires(const D& d, std::size_t i) {
+  { d.image(i) } -> std::convertible_to<const float*>;
+});
 
 /// How the trainer runs, logs and records.
 struct TrainerOptions {

@@ -4,6 +4,8 @@
 /// the optimiser configured (parameter groups, clipping, a schedule's first momentum), the CPU
 /// pool sized, and the engine's options with the settings every rank must share.
 
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -12,11 +14,48 @@
 #include "cohort/core/error.hpp"
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/optim/parameter_groups.hpp"
+#include "cohort/train/checkpoint.hpp"
 #include "cohort/train/engine/engine.hpp"
 #include "cohort/train/error_feedback_state.hpp"
 #include "cohort/train/trainer_options.hpp"
 
 namespace cohort::detail {
+
+inline std::string class_list_string(std::span<const std::string> names) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i == 6 && names.size() > 8) {
+      s += concat(", ... (", names.size(), " in all)");
+      break;
+    }
+    s += (i ? ", " : "") + in_quotes(names[i]);
+  }
+  return s + "]";
+}
+
+/// The class list of a dataset that names its classes (ImageFolder) against the one the model
+/// was trained on: recorded in `state` (and `names`) by the first fit, checked afterwards and
+/// after a resume (the checkpoint records it). A folder with other classes, or the same ones in
+/// another order, would give every label another meaning: ValueError naming both lists.
+template <class D>
+void check_class_list(const D& d, TrainerState& state, std::vector<std::string>& names, const char* who) {
+  if constexpr (requires { d.class_names(); }) {
+    const auto& given = d.class_names();
+    std::vector<std::string> found(given.begin(), given.end());
+    const std::uint64_t fingerprint = class_list_fingerprint(found);
+    if (state.class_count == 0) {
+      state.class_count = found.size();
+      state.class_fingerprint = fingerprint;
+      names = std::move(found);
+      return;
+    }
+    if (state.class_count != found.size() || state.class_fingerprint != fingerprint)
+      throw ValueError(
+          concat(who, ": the dataset's classes are ", class_list_string(found), "; the model was trained on ",
+                 names.empty() ? concat(state.class_count, " classes in another list") : class_list_string(names),
+                 " (a checkpoint records its class list): every label would name another class"));
+  }
+}
 
 /// The optimiser's rate at construction, the base of o.lr_schedule (0 when none is set).
 template <class Opt>
