@@ -4,7 +4,7 @@
     .venv/bin/python bench/image_folder.py --build build [--data /tmp/cohort_image_bench] [--repeats 3]
 
 1. Training from a folder: cohort_image_folder train, model A and ResNet-20, batch 128, 2 threads,
-   on the first 12,800 Fashion-MNIST PNGs (bench/make_image_folders.py makes them), read through
+   on the first 12,800 (A) or 6,400 (ResNet-20) Fashion-MNIST PNGs (bench/make_image_folders.py), read through
    ImageFolder with 1 and 2 decode workers against the same pixels in memory. The processes
    alternate (folder-1, folder-2, memory, then again); each reports its median epoch's step time.
    Target: folder within 5% of memory.
@@ -78,8 +78,9 @@ def main():
         for model in ("A", "resnet20"):
             for _ in range(a.repeats):
                 for source, workers in (("folder", 1), ("folder", 2), ("memory", 2)):
+                    samples = "12800" if model == "A" else "6400"  # 100 / 50 steps per timed epoch
                     r = run([exe, "train", "--root", png, "--model", model, "--source", source, "--workers",
-                             str(workers)])
+                             str(workers), "--samples", samples])
                     print(json.dumps(r), flush=True)
                     results.append(r)
     jpeg = os.path.join(a.data, "jpeg224")
