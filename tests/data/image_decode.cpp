@@ -53,7 +53,7 @@ std::vector<std::uint8_t> png_header_only(std::uint32_t width, std::uint32_t hei
 
 } // namespace
 
-TEST_CASE("image decode: every PNG and JPEG kind gives PIL's convert(\"L\") and convert(\"RGB\") bytes") {
+TEST_CASE("image decode: every PNG and JPEG kind gives the bytes of PIL's convert to L and to RGB") {
   // JPEG: the same libjpeg-turbo algorithms as Pillow's (islow DCT, fancy upsampling); Debian's
   // 2.1.5 against Pillow's bundled 3.x measured identical on these files. PNG is lossless.
   for (const char* name : {"gray.png", "bilevel.png", "gray16.png", "gray_alpha.png", "rgb.png", "rgba.png",
@@ -75,7 +75,7 @@ TEST_CASE("image decode: every PNG and JPEG kind gives PIL's convert(\"L\") and 
   }
 }
 
-TEST_CASE("image decode: 16-bit gray is clipped at 255 as PIL's I;16 -> L does") {
+TEST_CASE("image decode: 16-bit gray is clipped at 255 as PIL's I16 to L conversion does") {
   const Image8 img = read_image(decode_dir() / "gray16.png", 1);
   // The fixture's first row starts 0, 255, 256, 65535.
   CHECK(img.pixels[0] == 0);

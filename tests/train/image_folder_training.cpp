@@ -70,7 +70,7 @@ TEST_CASE("ImageFolder training: random crops and flips give the same run for an
   }
 }
 
-TEST_CASE("ImageFolder training: a checkpoint keeps the class list; resuming on other classes is refused") {
+TEST_CASE("ImageFolder training: a checkpoint keeps the class list, and resuming on other classes is refused") {
   test::TempDir dir;
   test::write_band_folder(dir.path / "train", {"cat", "dog"}, 6);
   test::write_band_folder(dir.path / "renamed", {"cat", "wolf"}, 6);
