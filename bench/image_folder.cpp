@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
   train->add_option("--workers", workers);
   train->add_option("--samples", samples);
   train->add_option("--repeats", repeats);
+  bool cache = false;
+  train->add_flag("--cache", cache, "ImageFolderOptions::cache: decode each file once");
   auto* decode = app.add_subcommand("decode", "decode + RandomResizedCrop(224) rate of a JPEG folder");
   decode->add_option("--root", root)->required();
   decode->add_option("--workers", workers);
@@ -88,7 +90,7 @@ int main(int argc, char** argv) {
 
   if (*train) {
     using Folder = ImageFolder<Shape<1, 28, 28>>;
-    const Folder folder = Folder::open(root, {.normalization = {0.2860f, 0.3530f}, .workers = workers});
+    const Folder folder = Folder::open(root, {.normalization = {0.2860f, 0.3530f}, .workers = workers, .cache = cache});
     samples = std::min(samples, folder.size());
     std::vector<double> s;
     auto run = [&](const auto& data) {
@@ -106,7 +108,7 @@ int main(int argc, char** argv) {
     const double steps = double((samples + 127) / 128);
     std::printf("{\"bench\": \"image_folder_train\", \"model\": \"%s\", \"source\": \"%s\", \"workers\": %zu, "
                 "\"samples\": %zu, \"step_ms\": %.3f, \"epoch_s\": [",
-                model.c_str(), source.c_str(), workers, samples, 1e3 * median(s) / steps);
+                model.c_str(), (source + (cache ? "-cached" : "")).c_str(), workers, samples, 1e3 * median(s) / steps);
     for (std::size_t i = 0; i < s.size(); ++i) std::printf("%s%.4f", i ? ", " : "", s[i]);
     std::printf("], \"peak_rss_mib\": %.1f}\n", bench::peak_rss_mib());
     return 0;

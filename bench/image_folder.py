@@ -5,7 +5,8 @@
 
 1. Training from a folder: cohort_image_folder train, model A and ResNet-20, batch 128, 2 threads,
    on the first 12,800 (A) or 6,400 (ResNet-20) Fashion-MNIST PNGs (bench/make_image_folders.py), read through
-   ImageFolder with 1 and 2 decode workers against the same pixels in memory. The processes
+   ImageFolder with 1 and 2 decode workers (and with ImageFolderOptions::cache, 1 worker) against
+   the same pixels in memory. The processes
    alternate (folder-1, folder-2, memory, then again); each reports its median epoch's step time.
    Target: folder within 5% of memory.
 2. Decoding: RandomResizedCrop(224) + flip + Normalize of 512 colour JPEGs (256-400 px), cohort
@@ -63,6 +64,7 @@ def main():
     ap.add_argument("--data", default="/tmp/cohort_image_bench")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--skip-decode", action="store_true")
     a = ap.parse_args()
     exe = os.path.join(a.build, "bench", "cohort_image_folder")
     if not os.path.exists(os.path.join(a.data, "jpeg224")):
@@ -77,14 +79,15 @@ def main():
         png = os.path.join(a.data, "fmnist_png", "train")
         for model in ("A", "resnet20"):
             for _ in range(a.repeats):
-                for source, workers in (("folder", 1), ("folder", 2), ("memory", 2)):
+                for source, workers in (("folder", 1), ("folder", 2), ("folder-cached", 1), ("memory", 2)):
                     samples = "12800" if model == "A" else "6400"  # 100 / 50 steps per timed epoch
-                    r = run([exe, "train", "--root", png, "--model", model, "--source", source, "--workers",
-                             str(workers), "--samples", samples])
+                    cache = ["--cache"] if source.endswith("-cached") else []
+                    r = run([exe, "train", "--root", png, "--model", model, "--source", source.split("-")[0],
+                             "--workers", str(workers), "--samples", samples] + cache)
                     print(json.dumps(r), flush=True)
                     results.append(r)
     jpeg = os.path.join(a.data, "jpeg224")
-    for _ in range(a.repeats):
+    for _ in range(0 if a.skip_decode else a.repeats):
         for workers in (1, 2):
             r = run([exe, "decode", "--root", jpeg, "--workers", str(workers)])
             print(json.dumps(r), flush=True)

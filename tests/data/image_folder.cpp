@@ -181,3 +181,18 @@ TEST_CASE("ImageFolder: options that cannot work are ValueErrors before any file
   CHECK_THROWS_WITH_AS(Folder::open(dir.path, {.crop = FolderCrop::random_resized, .scale = {0.5, 0.1}}),
                        doctest::Contains("RandomResizedCrop needs 0 < scale.first <= scale.second"), ValueError);
 }
+
+TEST_CASE("ImageFolder: with cache, files are decoded once and the samples are the same") {
+  test::TempDir dir;
+  test::write_band_folder(dir.path, {"a", "b"}, 4, 36, 32);
+  const ImageFolderOptions o{.resize = 30, .crop = FolderCrop::random_resized, .horizontal_flip = true};
+  const auto plain = Folder::open(dir.path, o);
+  auto cached_options = o;
+  cached_options.cache = true;
+  const auto cached = Folder::open(dir.path, cached_options);
+  CHECK(load_all(cached, 0) == load_all(plain, 0));
+  const auto epoch1 = load_all(plain, 1);
+  fs::remove_all(dir.path / "a");       // the files are gone: only the cache can serve them now
+  CHECK(load_all(cached, 1) == epoch1); // other crops than epoch 0's, from the cached pixels
+  CHECK_THROWS_AS(load_all(plain, 1), IoError);
+}
