@@ -51,9 +51,12 @@ struct FirstN {
   }
 };
 
+bool prefetch = true; // --no-prefetch: gather (and decode) on the training thread, between steps
+
 template <class Net, class Opt, class Data>
 std::vector<double> epoch_seconds(const Data& data, Opt opt, std::size_t repeats) {
-  Trainer<Net, Opt> t(std::move(opt), {.batch_size = 128, .threads = 2, .seed = 1, .log = nullptr});
+  Trainer<Net, Opt> t(std::move(opt),
+                      {.batch_size = 128, .threads = 2, .seed = 1, .log = nullptr, .prefetch = prefetch});
   std::vector<double> s;
   for (std::size_t r = 0; r <= repeats; ++r) s.push_back(t.fit_epoch(data).seconds);
   s.erase(s.begin()); // the untimed first epoch
@@ -79,7 +82,8 @@ int main(int argc, char** argv) {
   train->add_option("--workers", workers);
   train->add_option("--samples", samples);
   train->add_option("--repeats", repeats);
-  bool cache = false;
+  bool cache = false, no_prefetch = false;
+  train->add_flag("--no-prefetch", no_prefetch, "TrainerOptions::prefetch = false");
   train->add_flag("--cache", cache, "ImageFolderOptions::cache: decode each file once");
   auto* decode = app.add_subcommand("decode", "decode + RandomResizedCrop(224) rate of a JPEG folder");
   decode->add_option("--root", root)->required();
@@ -89,6 +93,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (*train) {
+    prefetch = !no_prefetch;
     using Folder = ImageFolder<Shape<1, 28, 28>>;
     const Folder folder = Folder::open(root, {.normalization = {0.2860f, 0.3530f}, .workers = workers, .cache = cache});
     samples = std::min(samples, folder.size());
@@ -108,7 +113,8 @@ int main(int argc, char** argv) {
     const double steps = double((samples + 127) / 128);
     std::printf("{\"bench\": \"image_folder_train\", \"model\": \"%s\", \"source\": \"%s\", \"workers\": %zu, "
                 "\"samples\": %zu, \"step_ms\": %.3f, \"epoch_s\": [",
-                model.c_str(), (source + (cache ? "-cached" : "")).c_str(), workers, samples, 1e3 * median(s) / steps);
+                model.c_str(), (source + (cache ? "-cached" : "") + (no_prefetch ? "-serial" : "")).c_str(), workers,
+                samples, 1e3 * median(s) / steps);
     for (std::size_t i = 0; i < s.size(); ++i) std::printf("%s%.4f", i ? ", " : "", s[i]);
     std::printf("], \"peak_rss_mib\": %.1f}\n", bench::peak_rss_mib());
     return 0;
