@@ -378,6 +378,20 @@ template <class Trainer>
 }
 #endif
 
+template <class Net>
+[[maybe_unused]] void example_train_weight_names(Net& net) {
+  //! [train/weight_names]
+  cohort::LoadOptions o{.rename = {cohort::RenameRule::prefix("backbone.", ""),  // backbone.0.weight: 0.weight
+                                   cohort::RenameRule::exact("fc.weight", "9.weight")},
+                        .strict = false};
+  cohort::LoadReport r = cohort::load_weights("model.safetensors", net.parameters(), o);
+  // r.missing: the network's tensors the file lacks (left as they were); r.unexpected: the
+  // file's tensors (by their own names) that no tensor of the network takes
+  //! [train/weight_names]
+  (void)r;
+}
+template void example_train_weight_names(cohort::Network<cohort::models::ModelB>&);
+
 [[maybe_unused]] void example_data_idx() {
   //! [data/idx]
   auto images = cohort::read_idx("train-images-idx3-ubyte.gz", cohort::idx_images_magic);

@@ -36,7 +36,9 @@
 #include "cohort/core/error.hpp"
 #include "cohort/io/safetensors.hpp"
 #include "cohort/network/parameters.hpp"
+#include "cohort/precision/half.hpp"
 #include "cohort/train/error_feedback_state.hpp"
+#include "cohort/train/weight_names.hpp"
 
 namespace cohort {
 
@@ -138,16 +140,15 @@ inline bool is_model_key(const std::string& name, const std::vector<TensorRef>& 
   return false;
 }
 
-/// Throws one CheckpointError naming the first dozen problems (a wrong model yields hundreds).
+/// Throws one CheckpointError listing every problem: a file from another model yields hundreds,
+/// and the one a user needs (a renamed layer, a changed head) must not be cut off. More than a
+/// dozen come one per line.
 [[noreturn]] inline void fail_checkpoint(const std::filesystem::path& path, const std::vector<std::string>& problems) {
-  constexpr std::size_t shown = 12;
-  std::string msg = concat(path.string(), ": does not fit (", problems.size(),
-                           problems.size() == 1 ? " problem" : " problems", "; nothing was loaded): ");
-  for (std::size_t i = 0; i < problems.size() && i < shown; ++i) {
-    if (i) msg += "; ";
-    msg += problems[i];
-  }
-  if (problems.size() > shown) msg += "; and " + std::to_string(problems.size() - shown) + " more";
+  const bool long_list = problems.size() > 12;
+  std::string msg =
+      concat(path.string(), ": does not fit (", problems.size(), problems.size() == 1 ? " problem" : " problems",
+             "; nothing was loaded):", long_list ? "" : " ");
+  for (std::size_t i = 0; i < problems.size(); ++i) msg += (long_list ? "\n  " : i ? "; " : "") + problems[i];
   throw CheckpointError(msg);
 }
 
@@ -189,23 +190,76 @@ void save_weights(const std::filesystem::path& path, Params& p) {
   w.write(path);
 }
 
-/// Loads the network's tensors from a weights file or a checkpoint (as torch's strict
-/// load_state_dict: every tensor must be there with its dtype and shape; tensors other than the
-/// network's and "optimizer.*" are reported as unexpected). Validates everything first.
+/// Loads the network's tensors from a weights file, a checkpoint or another program's state_dict
+/// (as torch's load_state_dict): strict by default, every tensor there with its shape and dtype
+/// (F16/BF16 into float converts exactly) and no tensor of the file left over ("optimizer.*"
+/// state and cohort's own "cohort.*" tensors excepted); `o.rename` maps the file's names onto
+/// the network's, `o.strict = false` reports missing and unexpected tensors instead
+/// (train/weight_names.hpp). Everything is validated first: a CheckpointError lists every
+/// problem and nothing is loaded.
 template <class Params>
-void load_weights(const SafetensorsFile& f, Params& p) {
+LoadReport load_weights(const SafetensorsFile& f, Params& p, const LoadOptions& o = {}) {
   std::vector<std::string> problems;
-  detail::check_model_tensors(f, p, problems);
+  LoadReport report;
   const auto refs = p.state_dict();
-  for (const auto& e : f.entries())
-    if (e.name.rfind("optimizer.", 0) != 0 && !detail::is_model_key(e.name, refs))
-      problems.push_back(detail::escaped(e.name) + ": unexpected (this network has no such tensor)");
+  std::map<std::string, const SafetensorsEntry*> by_name; // the network's name -> the file's tensor
+  for (const auto& e : f.entries()) {
+    if (e.name.rfind("optimizer.", 0) == 0 || e.name.rfind("cohort.", 0) == 0) continue;
+    const std::string name = detail::renamed(o.rename, e.name);
+    if (!detail::is_model_key(name, refs)) {
+      if (o.strict)
+        problems.push_back(detail::escaped(e.name) +
+                           (name != e.name ? " (renamed " + detail::escaped(name) + ")" : std::string()) +
+                           ": unexpected (this network has no such tensor)");
+      report.unexpected.push_back(e.name);
+      continue;
+    }
+    const auto [it, fresh] = by_name.emplace(name, &e);
+    if (!fresh)
+      problems.push_back(detail::concat(name, ": two tensors of the file map to it, ",
+                                        detail::escaped(it->second->name), " and ", detail::escaped(e.name)));
+  }
+  for (const TensorRef& t : refs) {
+    const auto it = by_name.find(t.name);
+    if (it == by_name.end()) {
+      if (o.strict) problems.push_back(t.name + ": missing");
+      report.missing.push_back(t.name);
+      continue;
+    }
+    const SafetensorsEntry& e = *it->second;
+    const std::string own = e.name == t.name ? std::string() : " (the file's " + detail::escaped(e.name) + ")";
+    const bool widens = t.dtype == DType::f32 && (e.dtype == DType::f16 || e.dtype == DType::bf16);
+    if (e.dtype != t.dtype && !widens)
+      problems.push_back(detail::concat(t.name, own, ": dtype ", dtype_name(e.dtype), " in the file, ",
+                                        dtype_name(t.dtype), " in the network"));
+    if (e.shape != t.shape)
+      problems.push_back(detail::concat(t.name, own, ": shape ", detail::shape_str(e.shape), " in the file, ",
+                                        detail::shape_str(t.shape), " in the network"));
+  }
   if (!problems.empty()) detail::fail_checkpoint(f.path(), problems);
-  detail::copy_model_tensors(f, p);
+  for (const TensorRef& t : refs) {
+    const auto it = by_name.find(t.name);
+    if (it == by_name.end()) continue;
+    const SafetensorsEntry& e = *it->second;
+    const auto bytes = f.bytes(e);
+    if (e.dtype == t.dtype) {
+      std::memcpy(t.data, bytes.data(), bytes.size());
+    } else { // F16 or BF16 into F32: exact
+      auto* dst = static_cast<float*>(t.data);
+      for (std::size_t i = 0; i < bytes.size() / 2; ++i) {
+        std::uint16_t b;
+        std::memcpy(&b, bytes.data() + 2 * i, 2); // safetensors is little-endian, as cohort's targets
+        dst[i] = e.dtype == DType::f16 ? detail::half_bits_to_float(b) : detail::bfloat16_bits_to_float(b);
+      }
+      report.converted.push_back(t.name);
+    }
+    ++report.loaded;
+  }
+  return report;
 }
 template <class Params>
-void load_weights(const std::filesystem::path& path, Params& p) {
-  load_weights(SafetensorsFile::read(path), p);
+LoadReport load_weights(const std::filesystem::path& path, Params& p, const LoadOptions& o = {}) {
+  return load_weights(SafetensorsFile::read(path), p, o);
 }
 
 /// Writes weights, optimiser state and the trainer's position atomically; with `ef`, error

@@ -270,13 +270,16 @@ class Trainer {
   /// recorded by the first fit, saved with checkpoints and restored by resume (on rank 0).
   const std::vector<std::string>& class_names() const noexcept { return class_names_; }
   /// Starts from the weights of a file (a weights file, a checkpoint, or a PyTorch state_dict
-  /// saved with safetensors); optimiser and position start fresh.
-  void init_from(const std::filesystem::path& path) {
+  /// saved with safetensors); optimiser and position start fresh. `o` renames the file's tensors
+  /// and allows a non-strict load (train/weight_names.hpp); the report (rank 0's; empty on the
+  /// other ranks, which receive the weights) says what was missing, unexpected or converted.
+  LoadReport init_from(const std::filesystem::path& path, const LoadOptions& o = {}) {
     TrainerState unused = state_;
     std::string error;
+    LoadReport report;
     if (engine_.rank() == 0) {
       try {
-        load_weights(path, parameters());
+        report = load_weights(path, parameters(), o);
       } catch (const Error& e) {
         error = e.what();
       }
@@ -284,6 +287,7 @@ class Trainer {
     engine_.share_from_root(error, unused);
     if (!error.empty()) throw CheckpointError(engine_.rank() == 0 ? error : "rank 0 could not load weights: " + error);
     engine_.after_load();
+    return report;
   }
 
   const TrainerState& state() const noexcept { return state_; }
