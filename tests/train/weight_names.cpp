@@ -126,7 +126,7 @@ TEST_CASE("load_weights: F16 and BF16 tensors load into a float network exactly"
   }
 }
 
-TEST_CASE("load_weights: a shape mismatch names the tensor, the file's own name and both shapes; every problem "
+TEST_CASE("load_weights: a shape mismatch names the tensor, the file's own name and both shapes, and every problem "
           "is listed") {
   test::TempDir dir;
   Network<models::ModelC> other(1);
