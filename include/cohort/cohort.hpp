@@ -36,6 +36,7 @@
 #include "cohort/network/executor.hpp"
 #include "cohort/network/network.hpp"
 #include "cohort/network/parameters.hpp"
+#include "cohort/network/predict.hpp"
 #include "cohort/network/sequential.hpp"
 
 #include "cohort/models/resnet.hpp"

@@ -22,6 +22,7 @@
 #include <cohort/data/image_transforms.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
+#include <cohort/network/predict.hpp>
 #include <cohort/optim/optimizer_variant.hpp>
 #include <cohort/parallel/device_assignment.hpp>
 #include <cohort/parallel/signature.hpp>
@@ -391,6 +392,16 @@ template <class Net>
   (void)r;
 }
 template void example_train_weight_names(cohort::Network<cohort::models::ModelB>&);
+
+[[maybe_unused]] void example_network_predict(cohort::Network<cohort::models::ModelA>& net,
+                                               const std::vector<float>& images) {
+  //! [network/predict]
+  std::vector<float> p = cohort::predict(net, images, cohort::Prediction::probabilities);
+  // p[i * 10 + k]: sample i's probability of class k (images: N * 784 floats, normalised)
+  std::vector<std::size_t> k = cohort::predicted_classes<10>(p);   // argmax per sample
+  //! [network/predict]
+  (void)k;
+}
 
 [[maybe_unused]] void example_data_idx() {
   //! [data/idx]

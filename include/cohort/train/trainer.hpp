@@ -14,17 +14,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cohort/core/error.hpp"
 #include "cohort/data/data_checks.hpp"
 #include "cohort/data/sampler.hpp"
+#include "cohort/network/predict.hpp"
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/parallel/policy.hpp"
 #include "cohort/parallel/single_device.hpp"
@@ -227,6 +231,23 @@ class Trainer {
     e.accuracy = n ? 100.0 * totals[0] / double(n) : 0;
     e.loss = n ? totals[1] / double(n) : 0;
     return e;
+  }
+
+  /// predict() (network/predict.hpp) with this trainer's weights and running statistics, in
+  /// chunks of eval_batch_size: scores or probabilities for N samples (N * input size floats),
+  /// N * classes floats. Runs on a CPU copy of the network: float trainers whose parameters are
+  /// in host memory (every CPU policy).
+  std::vector<float> predict(std::span<const float> images, Prediction what = Prediction::scores) requires
+      requires(Trainer& t) {
+    { t.parameters().state_dict() } -> std::same_as<std::vector<TensorRef>>;
+  } && std::is_same_v < typename std::remove_cvref_t<decltype(std::declval<Trainer&>().parameters())>::value_type,
+  float > {
+    engine_.sync_buffers();
+    Network<Net> net(state_.seed);
+    const auto from = parameters().state_dict();
+    const auto to = net.parameters().state_dict();
+    for (std::size_t k = 0; k < to.size(); ++k) std::memcpy(to[k].data, from[k].data, to[k].bytes());
+    return cohort::predict(net, images, what, options_.eval_batch_size);
   }
 
   /// Saves weights, optimiser state and position (atomic; resumes bitwise). Under
