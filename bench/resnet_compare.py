@@ -8,6 +8,9 @@ best configuration. PyTorch's windows leave out their first --warmup steps (comp
 cohort's include its first step.
 
     python3 bench/resnet_compare.py --steps 150 --reps 3 --json bench/resnet.jsonl
+    python3 bench/resnet_compare.py --steps 150 --reps 3 --freeze-below 21   # head-only fine-tune steps
+
+Each row also gives the peak resident memory of its processes (wait4's rusage, the child alone).
 
 Accuracy (--accuracy): the same recipe trained to the end by both, one after the other:
 SGD(momentum 0.9, weight decay 5e-4), batch 128, --lr for the first --epochs1 epochs, then --lr2
@@ -28,22 +31,34 @@ TORCH_CONFIGS = {"eager": [], "channels_last": ["--layout", "channels_last"], "c
 
 
 def cohort_cmd(a, extra):
+    freeze = ["--freeze", f"below:{a.freeze_below}"] if a.freeze_below else []
     return [a.train_mnist, "--model", "resnet", "--optimizer", "sgd", "--momentum", "0.9", "--weight-decay",
             str(a.weight_decay), "--batch-size", str(a.batch), "--threads", str(a.threads), "--data-dir",
-            a.data_dir] + extra
+            a.data_dir] + freeze + extra
 
 
 def torch_cmd(a, config, extra):
     return [sys.executable, os.path.join(HERE, "torch_train_mnist.py"), "--optimizer", "sgd", "--momentum", "0.9",
             "--weight-decay", str(a.weight_decay), "--batch-size", str(a.batch), "--threads", str(a.threads),
-            "--data-dir", a.data_dir] + TORCH_CONFIGS[config] + extra
+            "--data-dir", a.data_dir, "--freeze-below", str(a.freeze_below)] + TORCH_CONFIGS[config] + extra
+
+
+PEAK_MB = {}  # the last run's peak resident memory, per command kind
 
 
 def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise SystemExit(f"resnet_compare: {' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p.stdout
+    """stdout of `cmd`; its own peak RSS (wait4's rusage: this child only) goes to PEAK_MB["last"]."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read()
+        if p.returncode != 0:
+            raise SystemExit(f"resnet_compare: {' '.join(cmd)} failed ({p.returncode}):\n{stdout}\n{err.read()}")
+    PEAK_MB["last"] = usage.ru_maxrss / 1024
+    return stdout
 
 
 def cohort_rate(a):
@@ -62,24 +77,31 @@ def torch_rate(a, config):
 
 def throughput(a):
     rates = {"cohort": []} | {c: [] for c in a.torch_configs}
+    peaks = {k: [] for k in rates}
     for rep in range(a.reps):
         for name in rates:
             r = cohort_rate(a) if name == "cohort" else torch_rate(a, name)
             rates[name].append(r)
-            print(f"rep {rep + 1}: {name} {r:.0f} samples/s", file=sys.stderr, flush=True)
+            peaks[name].append(PEAK_MB["last"])
+            print(f"rep {rep + 1}: {name} {r:.0f} samples/s, peak {PEAK_MB['last']:.0f} MB", file=sys.stderr,
+                  flush=True)
     med = {k: statistics.median(v) for k, v in rates.items()}
+    peak = {k: max(v) for k, v in peaks.items()}
     best = max((k for k in med if k != "cohort"), key=lambda k: med[k])
-    print(f"\nResNet-20, train, batch {a.batch}, {a.threads} threads, {a.steps} steps per process, "
+    frozen = f", layers 0-{a.freeze_below - 1} frozen (head-only fine-tune)" if a.freeze_below else ""
+    print(f"\nResNet-20, train{frozen}, batch {a.batch}, {a.threads} threads, {a.steps} steps per process, "
           f"medians of {a.reps} alternating processes\n")
-    print("| configuration | samples/s (median) | runs | cohort / this |")
-    print("|---|---|---|---|")
+    print("| configuration | samples/s (median) | runs | cohort / this | peak RSS (MB) |")
+    print("|---|---|---|---|---|")
     for k, v in med.items():
         runs = ", ".join(f"{x:.0f}" for x in rates[k])
-        print(f"| {'cohort' if k == 'cohort' else 'PyTorch ' + k} | {v:.0f} | {runs} | {med['cohort'] / v:.2f} |")
+        print(f"| {'cohort' if k == 'cohort' else 'PyTorch ' + k} | {v:.0f} | {runs} | {med['cohort'] / v:.2f} | "
+              f"{peak[k]:.0f} |")
     print(f"\ncohort / PyTorch's best ({best}): {med['cohort'] / med[best]:.2f}")
     if a.json:
         with open(a.json, "a") as f:
             f.write(json.dumps({"bench": "resnet_throughput", "batch": a.batch, "threads": a.threads,
+                                "freeze_below": a.freeze_below, "peak_rss_mb": peaks,
                                 "steps": a.steps, "reps": a.reps, "rates": rates, "medians": med,
                                 "best_torch": best, "ratio": med["cohort"] / med[best]}) + "\n")
 
@@ -117,6 +139,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--torch-configs", nargs="+", default=list(TORCH_CONFIGS), choices=list(TORCH_CONFIGS))
+    ap.add_argument("--freeze-below", type=int, default=0,
+                    help="layers 0..N-1 frozen (cohort --freeze below:N; torch requires_grad_(False) + eval())")
     ap.add_argument("--accuracy", action="store_true")
     ap.add_argument("--epochs", type=int, default=12)
     ap.add_argument("--epochs1", type=int, default=9)

@@ -20,6 +20,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import sys
 import time
 
@@ -91,6 +92,9 @@ def main():
                     help="steps of the first epoch left out of samples_per_s (torch.compile's compilation)")
     ap.add_argument("--no-eval", action="store_true", help="skip the test set (throughput windows)")
     ap.add_argument("--recipe", action="store_true", help="issue 17's ResNet recipe (see the file comment)")
+    ap.add_argument("--freeze-below", type=int, default=0,
+                    help="fine-tune: modules 0..N-1 frozen (requires_grad_(False) and eval()), as cohort's "
+                         "--freeze below:N")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -98,6 +102,16 @@ def main():
     xtr, ytr, xte, yte, pad_value = load(a.data_dir)
     fmt = torch.channels_last if a.layout == "channels_last" else torch.contiguous_format
     net = resnet20().to(memory_format=fmt)
+    frozen = list(net.children())[:a.freeze_below]
+    for module in frozen:
+        module.requires_grad_(False)
+
+    def train_mode():  # the frozen part stays in eval mode (BatchNorm keeps its statistics)
+        net.train()
+        for module in frozen:
+            module.eval()
+
+    train_mode()
     scheduler, smoothing, clip = None, 0.0, None
     if a.recipe:
         decay, no_decay = [], []
@@ -110,7 +124,8 @@ def main():
                                          S.CosineAnnealingLR(opt, T_max=a.epochs - 1)], milestones=[1])
         smoothing, clip = 0.1, 5.0
     elif a.optimizer == "sgd":
-        opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+        opt = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=a.lr, momentum=a.momentum,
+                              weight_decay=a.weight_decay)
     else:
         opt = torch.optim.Adam(net.parameters(), lr=a.lr, eps=1e-7, weight_decay=a.weight_decay)
     model = torch.compile(net) if a.compile else net
@@ -131,11 +146,12 @@ def main():
             for i in range(0, len(xte), 1000):
                 x = xte[i:i + 1000].contiguous(memory_format=fmt)
                 correct += int((model(x).argmax(1) == yte[i:i + 1000]).sum())
-        net.train()
+        train_mode()
         return 100.0 * correct / len(xte)
 
     g = torch.Generator().manual_seed(a.seed)
-    steps, config = 0, {"layout": a.layout, "compile": a.compile, "threads": a.threads}
+    steps, config = 0, {"layout": a.layout, "compile": a.compile, "threads": a.threads,
+                        "freeze_below": a.freeze_below}
     for epoch in range(1, a.epochs + 1):
         if a.lr2 is not None and a.lr2_from and epoch >= a.lr2_from:
             for group in opt.param_groups:
@@ -157,7 +173,8 @@ def main():
         acc = None if a.no_eval else evaluate()
         print(json.dumps({"framework": "pytorch", "torch": torch.__version__, **config, "epoch": epoch,
                           "seconds": seconds, "steps": n, "samples_per_s": samples / seconds,
-                          "train_loss": loss_sum / max(n, 1), "test_accuracy": acc}), flush=True)
+                          "train_loss": loss_sum / max(n, 1), "test_accuracy": acc,
+                          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
         if scheduler:
             scheduler.step()
         if a.max_steps and steps >= a.max_steps:

@@ -31,6 +31,11 @@ if ! $PY -c "import torch" 2>/dev/null; then
 fi
 # The device tests (Thrust on OpenMP) need the CCCL headers: the CUDA toolkit has them; without one,
 # the same CCCL release (CUDA 13.0's) from PyPI (scripts/cccl_include.py finds it).
+# torchvision (its ResNet-18 is a reference, tests/reference/torchvision_resnet.py) without its pinned
+# torch: the one above serves it; Pillow is the only other module it imports.
+if ! $PY -c "import torchvision" 2>/dev/null; then
+  pip_install --no-deps torchvision==0.29.2 pillow==13.0.0
+fi
 if [ ! -e /usr/local/cuda/include/cccl/thrust/device_vector.h ] && ! $PY scripts/cccl_include.py >/dev/null 2>&1; then
   pip_install "nvidia-cuda-cccl==${CCCL_VERSION}"
   echo "install-python: CCCL ${CCCL_VERSION} headers from PyPI in $($PY scripts/cccl_include.py)"

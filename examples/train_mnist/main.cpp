@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
   app.add_option("--clip-grad-norm", o.clip_grad_norm,
                  "clip the gradients to this global L2 norm before every step (clip_grad_norm_)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--freeze", o.freeze,
+                 "keep layers fixed while the rest trains (fine-tuning): below:N for layers 0..N-1, or "
+                 "comma-separated state_dict prefixes such as 0,1,3 (frozen layers run in eval mode)");
   app.add_option("--data-dir", o.data_dir, "directory with train-/t10k- images and labels in IDX format (.gz or raw)")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of initialisation, dropout and shuffling")->capture_default_str();

@@ -17,6 +17,7 @@ struct TrainMnistOptions {
   bool nesterov = false;
   bool no_decay_on_norms = false; // parameter groups: no weight decay on BatchNorm and biases
   double clip_grad_norm = 0;      // 0: no clipping
+  std::string freeze;             // "below:N" or state_dict prefixes "0,1,3" (fine-tuning); empty: none
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::uint64_t seed = 0;
   std::size_t threads = 0; // 0: every core this process may use (cohort::available_cores())

@@ -7,7 +7,7 @@ tests/docs/readme.cpp (between two "//! [NAME]" lines), joined by a blank line, 
 their common indentation. A block preceded by "<!-- not compiled: REASON -->" is exempt. Any other
 ```cpp block fails, as does a snippet name that no region has.
 
-    check_snippets.py README.md tests/docs/readme.cpp
+    check_snippets.py README.md tests/docs/readme.cpp [more sources with regions...]
 
 Headers (--headers): a header comment line "/// Example (compiled: tests/docs/headers.cpp, "NAME"):"
 is followed (after blank "///" lines) by an indented block ("///     code") that must equal region
@@ -45,8 +45,16 @@ def regions(source):
     return out
 
 
-def main(readme, source):
-    known = regions(source)
+def main(readme, *sources):
+    """`sources`: the files whose regions README blocks may quote (readme.cpp, and programs that run
+    a snippet, such as tests/tools/torchvision_resnet.cpp for the fine-tuning one)."""
+    known = {}
+    for f in sources:
+        for name, body in regions(f).items():
+            if name in known:
+                sys.exit(f"{f}: region '{name}' is defined in another source too")
+            known[name] = body
+    source = " + ".join(sources)
     text = open(readme).read().splitlines()
     problems, checked = [], 0
     i = 0
@@ -151,4 +159,4 @@ def main_headers(include, source):
 if __name__ == "__main__":
     if sys.argv[1] == "--headers":
         sys.exit(main_headers(*sys.argv[2:4]))
-    sys.exit(main(*sys.argv[1:3]))
+    sys.exit(main(*sys.argv[1:]))

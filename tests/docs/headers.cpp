@@ -22,6 +22,7 @@
 #include <cohort/data/image_transforms.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
+#include <cohort/models/torchvision_resnet.hpp>
 #include <cohort/network/predict.hpp>
 #include <cohort/optim/optimizer_variant.hpp>
 #include <cohort/parallel/device_assignment.hpp>
@@ -392,6 +393,27 @@ template <class Net>
   (void)r;
 }
 template void example_train_weight_names(cohort::Network<cohort::models::ModelB>&);
+
+[[maybe_unused]] void example_network_freezing(cohort::Network<cohort::models::ResNet20>& net) {
+  //! [network/freezing]
+  net.freeze(cohort::Freeze::below(21));            // layers 0..20 fixed: only the head trains
+  net.freeze(cohort::Freeze::names({"0", "1."}));    // by state_dict name (prefixes)
+  cohort::TrainerOptions o{.freeze = cohort::Freeze::below(21)};   // the same for any policy
+  //! [network/freezing]
+  (void)o;
+}
+
+[[maybe_unused]] void example_models_torchvision_resnet() {
+  //! [models/torchvision_resnet]
+  // torchvision.models.resnet18().state_dict(), saved with safetensors, loaded strictly:
+  cohort::Network<cohort::models::ResNet18<>> net;
+  cohort::load_weights("resnet18.safetensors", net.parameters(),
+                       {.rename = cohort::models::torchvision_names<cohort::models::ResNet18<>>()});
+  // and back under torchvision's names:
+  cohort::save_weights("out.safetensors", net.parameters(),
+                       cohort::inverted(cohort::models::torchvision_names<cohort::models::ResNet18<>>()));
+  //! [models/torchvision_resnet]
+}
 
 [[maybe_unused]] void example_network_predict(cohort::Network<cohort::models::ModelA>& net,
                                                const std::vector<float>& images) {

@@ -39,6 +39,8 @@
 //       its third epoch, when the harness cuts a node's data link. Every rank must fail with
 //       cohort's message naming a rank it can no longer hear (netns_cluster.py checks it).
 //   mpirun -np 2 ddp_check accumulate   2 micro-batches per step == one batch twice the size
+//   mpirun -np N ddp_check freeze       deterministic model B, backbone frozen: bitwise equal to
+//       ThreadedReplicas<4>, the backbone as initialised, no bucket holding a frozen tensor
 //   mpirun -np N ddp_check overflow     MixedPrecision<fp16>: an inf gradient on the last rank
 //       only; every rank must skip the step together (weights and optimiser untouched, scale
 //       halved, one skipped step), then take the next clean one together
@@ -53,6 +55,7 @@
 #include <cohort/precision/mixed_precision.hpp>
 #include <cohort/train/trainer.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -343,6 +346,45 @@ int accumulate() {
   return failed | !(d <= 1e-6);
 }
 
+/// Freezing across ranks: deterministic model B with its backbone frozen (layers 0-8) equals
+/// ThreadedReplicas<4> bitwise, the backbone and its statistics stay as initialised on every
+/// rank, and no gradient bucket holds a frozen tensor (nothing is sent for them).
+int freeze() {
+  const Bands data(128, 6);
+  const std::size_t global = 32;
+  const auto freeze_options = [&](std::size_t batch) {
+    TrainerOptions o = options(batch, true);
+    o.freeze = Freeze::below(9);
+    return o;
+  };
+  const auto opt = [] { return Sgd({.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-3}); };
+  Trainer<models::ModelB, Sgd<>, ProcessGroupDDP<Mpi>> ddp(opt(), freeze_options(global / std::size_t(world_size())));
+  ddp.fit(data, 2);
+  const auto w = values(ddp.parameters());
+  int failed = check_identical("ddp_check", w);
+  constexpr std::size_t backbone_end = models::ModelB::layout.param_base[9];
+  for (const GradientBucket& k : ddp.engine().buckets())
+    if (k.begin < backbone_end) {
+      std::fprintf(stderr, "ddp_check: rank %d: bucket [%zu, %zu) holds frozen parameters (below %zu)\n", world_rank(),
+                   k.begin, k.end, backbone_end);
+      failed = 1;
+    }
+  Parameters<models::ModelB, float, Cpu> init;
+  init.initialize(11);
+  const auto b = ddp.parameters().buffers.span(), b0 = init.buffers.span();
+  const bool kept = std::equal(w.begin(), w.begin() + backbone_end, init.values.begin()) &&
+                    std::equal(b.begin(), b.end(), b0.begin());
+  const bool moved = !std::equal(w.begin() + backbone_end, w.end(), init.values.begin() + backbone_end);
+  if (world_rank() != 0) return failed | !kept | !moved;
+  Trainer<models::ModelB, Sgd<>, ThreadedReplicas<4>> threads(opt(), freeze_options(global));
+  threads.fit(data, 2);
+  const bool same = values(threads.parameters()) == w;
+  std::printf("freeze, %d rank(s): backbone and statistics %s, head %s, %s ThreadedReplicas<4>\n", world_size(),
+              kept ? "kept" : "CHANGED", moved ? "trained" : "NOT TRAINED",
+              same ? "bitwise equal to" : "DIFFERENT from");
+  return failed | !kept | !moved | !same;
+}
+
 /// The overflow decision is global: a rank whose gradients are finite still skips when another
 /// rank's are not, so the ranks never diverge (the AMP+DDP failure this guards against).
 int overflow() {
@@ -410,6 +452,7 @@ int main(int argc, char** argv) {
     if (a.mode == "resnet") return resnet();
     if (a.mode == "fault") return fault(a);
     if (a.mode == "accumulate") return accumulate();
+    if (a.mode == "freeze") return freeze();
     if (a.mode == "placement") return placement();
     if (a.mode == "linkcut") return linkcut(a);
     if (a.mode == "compressed") return compressed(a, limit);

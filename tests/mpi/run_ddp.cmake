@@ -1,6 +1,6 @@
 # Runs ddp_check under mpirun and checks what it must do (see ddp_check.cpp).
 #   cmake -DMPIEXEC=... -DEXE=ddp_check -DWORK=dir -DCASE=<case> -P run_ddp.cmake
-# Cases: equivalence, deterministic, augment, recipe, tcp, resume, resume_error_feedback, resnet, mismatch, environment, accumulate, overflow, and
+# Cases: equivalence, deterministic, augment, recipe, tcp, resume, resume_error_feedback, resnet, mismatch, environment, accumulate, freeze, overflow, and
 # the fault cases kill, hang, hang_uneven_deadlines, stall_startup, stall_broadcast, stall_loss, stall_evaluation,
 # stall_checkpoint; with EXE=ddp_device_check: device_equivalence, device_resume,
 # device_resume_error_feedback, device_mixed,
@@ -297,6 +297,11 @@ elseif(CASE STREQUAL "overflow")
 elseif(CASE STREQUAL "accumulate")
   run(2 rc out 120 -- accumulate)
   expect_success("${rc}" "${out}")
+elseif(CASE STREQUAL "freeze")
+  foreach(np 1 2)
+    run(${np} rc out 120 -- freeze)
+    expect_success("${rc}" "${out}")
+  endforeach()
 # ddp_device_check (EXE): ProcessGroupDDP<Mpi, ThrustDevice>, the device engine on the CPU.
 elseif(CASE STREQUAL "device_equivalence")
   foreach(np 1 2)

@@ -9,6 +9,7 @@
 
 #include "support/layer_harness.hpp"
 
+#include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 
 using namespace cohort;
@@ -155,4 +156,18 @@ TEST_CASE("Network: fusing ReLU (and max-pool) into the layer before changes not
   CHECK(run(c1, true, x, labels) == run(c2, false, x, labels));
   Network<models::ModelB> b1(3), b2(3); // BatchNorm2d -> ReLU, training-mode statistics
   CHECK(run(b1, true, x, labels) == run(b2, false, x, labels));
+}
+
+TEST_CASE("Network::activation_bytes: every layer's output and a block's branches, from the shapes") {
+  // Model A: conv 16x26x26, ReLU, conv 32x24x24, ReLU, pool 32x12x12, Dropout2d, (Flatten keeps
+  // nothing), Linear 64, ReLU, Dropout, Linear 10, LogSoftmax; plus two gradient buffers of the
+  // largest layer input (32x24x24, what the second ReLU takes).
+  constexpr std::size_t kept = 10816 * 2 + 18432 * 2 + 4608 * 2 + 64 * 3 + 10 * 2;
+  static_assert(Network<models::ModelA>::activation_bytes(1) == (kept + 2 * 18432) * sizeof(float));
+  static_assert(Network<models::ModelA>::activation_bytes(128) == 128 * Network<models::ModelA>::activation_bytes(1));
+  // A residual block keeps its body's and its projection's outputs besides its own.
+  using Block = Sequential<Input<8, 4, 4>, models::BasicBlock<8, 16, 2>>;
+  constexpr std::size_t body = 5 * 64;     // conv BN ReLU conv BN, each 16x2x2
+  constexpr std::size_t shortcut = 2 * 64; // conv BN, 16x2x2
+  static_assert(Network<Block>::activation_bytes(1) == (64 + body + shortcut + 2 * 128) * sizeof(float));
 }

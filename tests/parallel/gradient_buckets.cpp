@@ -43,3 +43,22 @@ TEST_CASE("Gradient buckets: one bucket when the cap is huge, one per layer when
   check_cover<A>(per_layer);
   CHECK(per_layer.size() == 4); // Conv2d, Conv2d, Linear, Linear
 }
+
+TEST_CASE("Gradient buckets: frozen layers are left out, and no bucket spans one") {
+  using D = models::ModelD; // parameters in layers 0, 3, 6, 10, 12, 14
+  // The head only: one bucket, from layer 14 down to where 12 starts.
+  const auto head = plan_buckets<D>(std::size_t(1) << 40, frozen_layers<D>(Freeze::below(12)));
+  REQUIRE(head.size() == 1);
+  CHECK(head[0].first_layer == 12);
+  CHECK(head[0].begin == D::layout.param_base[12]);
+  CHECK(head[0].end == D::parameter_store_size);
+  // A frozen middle (layers 6 and 10): the huge cap still cuts above and below it.
+  const auto middle = plan_buckets<D>(std::size_t(1) << 40, frozen_layers<D>(Freeze::layers(6, 11)));
+  REQUIRE(middle.size() == 2);
+  CHECK(middle[0].first_layer == 12);
+  CHECK(middle[0].end == D::parameter_store_size);
+  CHECK(middle[1].first_layer == 0);
+  CHECK(middle[1].begin == 0);
+  CHECK(middle[1].end == D::layout.param_base[6]);
+  for (const auto& k : middle) CHECK((k.end <= D::layout.param_base[6] || k.begin >= D::layout.param_base[11]));
+}

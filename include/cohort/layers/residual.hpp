@@ -189,6 +189,12 @@ struct bound_residual<Block, Where, I, In, Branch<BodyLayers...>, Shortcut> {
   using layer = Block;
   using input_shape = In;
   using output_shape = std::conditional_t<ok, typename body_chain::output_shape, InvalidShape>;
+  /// Values per sample the branches keep for backward (Network::activation_bytes).
+  static constexpr std::size_t inner_activations = [] {
+    std::size_t n = activation_count<typename body_chain::layers>::value;
+    if constexpr (!identity) n += activation_count<typename shortcut_chain::layers>::value;
+    return n;
+  }();
 
   static constexpr auto parameters = branch_tensors<body_chain, shortcut_chain, TensorKind::parameter>::specs;
   static constexpr auto buffers = branch_tensors<body_chain, shortcut_chain, TensorKind::buffer>::specs;

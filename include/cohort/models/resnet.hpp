@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Residual networks for 1x28x28 images (Fashion-MNIST), He et al.'s CIFAR family: a 3x3 stem,
+/// Residual networks for small images (1x28x28 Fashion-MNIST, 3x32x32 CIFAR), He et al.'s CIFAR family: a 3x3 stem,
 /// three stages of basic blocks at 16, 32 and 64 channels (the second and third halve the image
 /// with a strided block and a projection shortcut), global average pooling and a linear head.
 /// Example (compiled: tests/docs/headers.cpp, "models/resnet"):
@@ -46,15 +46,23 @@ using Bottleneck = Residual<
            BatchNorm2d<Width>, ReLU, Conv2d<Width, 4 * Width, 1, 1, 0, false>, BatchNorm2d<4 * Width>>,
     ShortcutOf<In, 4 * Width, Stride>>;
 
-/// ResNet-20 for 1x28x28 inputs: 19 convolutions and a linear layer, 272,186 parameters.
-/// Stages: 28x28 x16, 14x14 x32, 7x7 x64.
-using ResNet20 = Sequential<Input<1, 28, 28>,                                                                //
-                            Conv2d<1, 16, 3, 1, 1, false>, BatchNorm2d<16>, ReLU,                            // 0..2
-                            BasicBlock<16, 16>, ReLU, BasicBlock<16, 16>, ReLU, BasicBlock<16, 16>, ReLU,    // 3..8
-                            BasicBlock<16, 32, 2>, ReLU, BasicBlock<32, 32>, ReLU, BasicBlock<32, 32>, ReLU, // 9..14
-                            BasicBlock<32, 64, 2>, ReLU, BasicBlock<64, 64>, ReLU, BasicBlock<64, 64>, ReLU, // 15..20
-                            AdaptiveAvgPool2d<1>, Flatten, Linear<64, 10>>;                                  // 21..23
+/// He et al.'s ResNet-20 for C x S x S images (S divisible by 4): 19 convolutions and a linear
+/// layer. Stages: S x S x16, S/2 x S/2 x32, S/4 x S/4 x64.
+template <std::size_t C, std::size_t S, std::size_t Classes = 10>
+using ResNet20Of = Sequential<Input<C, S, S>,                                                                  //
+                              Conv2d<C, 16, 3, 1, 1, false>, BatchNorm2d<16>, ReLU,                            // 0..2
+                              BasicBlock<16, 16>, ReLU, BasicBlock<16, 16>, ReLU, BasicBlock<16, 16>, ReLU,    // 3..8
+                              BasicBlock<16, 32, 2>, ReLU, BasicBlock<32, 32>, ReLU, BasicBlock<32, 32>, ReLU, // 9..14
+                              BasicBlock<32, 64, 2>, ReLU, BasicBlock<64, 64>, ReLU, BasicBlock<64, 64>, ReLU, // 15..20
+                              AdaptiveAvgPool2d<1>, Flatten, Linear<64, Classes>>;                             // 21..23
+
+/// ResNet-20 for 1x28x28 inputs (Fashion-MNIST): 272,186 parameters.
+using ResNet20 = ResNet20Of<1, 28>;
 static_assert(ResNet20::parameter_count == 272'186); // sum(p.numel() for p in resnet20().parameters())
 static_assert(std::is_same_v<ResNet20::output_shape, Shape<10>>);
+
+/// The CIFAR-10 ResNet-20 of the paper, for 3x32x32 inputs: 272,474 parameters.
+using CifarResNet20 = ResNet20Of<3, 32>;
+static_assert(CifarResNet20::parameter_count == 272'474);
 
 } // namespace cohort::models

@@ -21,6 +21,7 @@
 #include "cohort/layers/layer.hpp"
 #include "cohort/layers/max_pool2d.hpp"
 #include "cohort/layers/relu.hpp"
+#include "cohort/network/freezing.hpp"
 #include "cohort/network/parameters.hpp"
 #include "cohort/network/sequential.hpp"
 #include "cohort/tensor/batch.hpp"
@@ -133,6 +134,9 @@ class Executor {
     reserve(x.batch());
     batch_ = x.batch();
     step_ = step;
+    frozen_step_ = step;
+    frozen_step_.mode = Mode::eval;
+    frozen_step_.update_buffers = false;
     act_[0] = x.data();
     each_layer([&]<std::size_t I>() {
       using B = layer<I>;
@@ -145,7 +149,7 @@ class Executor {
         T* out = group_output<I>(fused);
         const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         const ForwardArgs<Backend, T> args{ctx,
-                                           step_,
+                                           step_of(I),
                                            index_base_ + I,
                                            batch_,
                                            p.values + Net::layout.param_base[I],
@@ -201,7 +205,10 @@ class Executor {
     int holder = -1; // which of grads_ holds d_out (-1: the caller's memory)
     each_layer_reversed([&]<std::size_t I>() {
       using B = layer<I>;
-      const bool need_dx = I > 0 || opts.input_grad;
+      // Below the lowest trainable layer nothing needs a gradient (Freeze), unless the caller
+      // wants d loss / d input.
+      if (I < first_trainable_ && !opts.input_grad) return;
+      const bool need_dx = I > first_trainable_ || opts.input_grad;
       if constexpr (detail::is_view_layer<B>()) {
         return; // d_out already is d_in
       } else {
@@ -210,19 +217,22 @@ class Executor {
         const Fusion fused = fused_count<I>();
         const int target = holder == 0 ? 1 : 0;
         T* dx = need_dx ? grads_[target].data() : nullptr;
+        // A frozen layer above a trainable one passes the gradient on; its own weight gradient
+        // goes to scratch, never into the store (no kernel of any layer has to know).
+        const bool frozen = frozen_[I];
         const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         const BackwardArgs<Backend, T> args{ctx,
-                                            step_,
+                                            step_of(I),
                                             index_base_ + I,
                                             batch_,
                                             p.values + Net::layout.param_base[I],
-                                            grads + Net::layout.param_base[I],
+                                            frozen ? frozen_grads_.data() : grads + Net::layout.param_base[I],
                                             p.buffers + Net::layout.buffer_base[I],
                                             act_[I],
                                             act_[I + 1],
                                             d_out,
                                             dx,
-                                            opts.accumulate,
+                                            opts.accumulate && !frozen,
                                             fused != Fusion::none,
                                             p.master ? p.master + Net::layout.param_base[I] : nullptr};
         if constexpr (fusable<I>() == Fusion::relu_pool) {
@@ -235,13 +245,37 @@ class Executor {
         }
         if (profile_)
           profile_->backward[I] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if constexpr (B::parameters.size() > 0) hook(I);
+        if constexpr (B::parameters.size() > 0)
+          if (!frozen) hook(I);
         d_out = dx;
         holder = target;
       }
     });
     return opts.input_grad ? ConstBatchView<input_shape, T>{d_out, batch_} : ConstBatchView<input_shape, T>{};
   }
+
+  /// Freezes layers (network/freezing.hpp; an empty FrozenLayers unfreezes): they run in
+  /// evaluation mode when `f.eval_mode`, write no parameter gradients and fire no hook, and
+  /// backward stops at the lowest layer with trainable parameters.
+  void set_frozen(const FrozenLayers& f) {
+    if (!f.layer.empty() && f.layer.size() != L)
+      throw ShapeError(detail::concat("Executor::set_frozen: ", f.layer.size(), " layers given, the network has ", L));
+    frozen_ = f;
+    first_trainable_ = 0;
+    std::size_t scratch = 0;
+    if (f.any()) {
+      first_trainable_ = L;
+      each_layer([&]<std::size_t I>() {
+        if (layer<I>::parameters.size() > 0 && !f[I] && first_trainable_ == L) first_trainable_ = I;
+      });
+      each_layer([&]<std::size_t I>() {
+        if (f[I] && I > first_trainable_)
+          scratch = std::max(scratch, Net::layout.param_base[I + 1] - Net::layout.param_base[I]);
+      });
+    }
+    frozen_grads_.resize(scratch);
+  }
+  const FrozenLayers& frozen() const noexcept { return frozen_; }
 
   /// Times every layer into `p` (nullptr: off). Costs two clock reads per layer and pass.
   void set_profile(LayerProfile* p) {
@@ -264,11 +298,18 @@ class Executor {
 
   /// Batch size of the last forward pass.
   std::size_t batch() const noexcept { return batch_; }
+  /// The largest batch the activation buffers hold without growing (0 before the first forward).
+  std::size_t capacity() const noexcept { return capacity_; }
   /// Output of layer `i` (input of layer i+1) from the last forward pass. Inside a fused group
   /// (Conv2d -> ReLU [-> MaxPool2d]) every layer reports the group's output.
   const T* activation(std::size_t i) const noexcept { return act_[i + 1]; }
 
  private:
+  /// The pass as layer i sees it: a frozen layer in eval mode runs as in evaluation.
+  const StepInfo& step_of(std::size_t i) const noexcept {
+    return frozen_.eval_mode && frozen_[i] ? frozen_step_ : step_;
+  }
+
   /// Which following layers layer I can run inside its own kernels (Fusion).
   template <std::size_t I>
   static constexpr Fusion fusable() {
@@ -340,7 +381,10 @@ class Executor {
   std::array<typename Backend::template buffer<T>, 2> grads_; // ping-pong d loss / d activation
   std::array<const T*, L + 1> act_{};
   std::size_t batch_ = 0, capacity_ = 0;
-  StepInfo step_{};
+  StepInfo step_{}, frozen_step_{};
+  FrozenLayers frozen_{};
+  std::size_t first_trainable_ = 0; // backward stops here (Freeze)
+  typename Backend::template buffer<accumulator_t<T>> frozen_grads_;
   LayerProfile* profile_ = nullptr;
   bool fusion_ = true;
   std::size_t index_base_ = 0;

@@ -21,6 +21,7 @@
 
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/network/executor.hpp"
+#include "cohort/network/freezing.hpp"
 #include "cohort/network/parameters.hpp"
 #include "cohort/network/sequential.hpp"
 #include "cohort/tensor/batch.hpp"
@@ -99,6 +100,25 @@ class Network {
   /// Sets every gradient to zero (only needed before accumulating into fresh gradients).
   void zero_grad() { grads_.values.fill(T(0)); }
 
+  /// Keeps the layers `f` names fixed (network/freezing.hpp): no gradients for them (every
+  /// gradient is zeroed now, so a frozen tensor's is zero), evaluation mode for them unless
+  /// `f.eval_mode` is false, backward stops below the lowest trainable layer, and an optimiser
+  /// stepping this network (`opt.step(net)`) skips them. A bad range or prefix throws ValueError.
+  void freeze(const Freeze& f) {
+    FrozenLayers resolved = frozen_layers<Net>(f);
+    frozen_ranges_ = frozen_parameter_ranges<Net>(resolved);
+    exec_.set_frozen(resolved);
+    zero_grad();
+  }
+  /// Everything trains again.
+  void unfreeze() {
+    frozen_ranges_.clear();
+    exec_.set_frozen({});
+  }
+  const FrozenLayers& frozen() const noexcept { return exec_.frozen(); }
+  /// The parameter-store runs of the frozen layers (what opt.step(net) leaves alone).
+  const std::vector<ParameterRange>& frozen_parameters() const noexcept { return frozen_ranges_; }
+
   params_type& parameters() noexcept { return params_; }
   const params_type& parameters() const noexcept { return params_; }
   grads_type& gradients() noexcept { return grads_; }
@@ -137,9 +157,22 @@ class Network {
 
   static constexpr std::size_t parameter_count = Net::parameter_count;
 
+  /// Bytes of activations a training forward keeps for backward at `batch` samples, from the
+  /// shapes alone (every layer's output, a block's branches included; unfused, so an upper bound
+  /// of what the executor holds), and the two gradient buffers backward cycles through. Evaluation
+  /// and prediction in cohort never need more than training's (they run in chunks of at most the
+  /// training batch). Parameters, gradients and optimiser state come on top: parameter_count
+  /// values each.
+  static constexpr std::size_t activation_bytes(std::size_t batch) noexcept {
+    constexpr std::size_t kept = detail::activation_count<typename Net::layers>::value;
+    constexpr std::size_t largest = detail::max_activation<typename Net::layers>::value;
+    return batch * (kept + 2 * largest) * sizeof(T);
+  }
+
  private:
   params_type params_;
   grads_type grads_;
+  std::vector<ParameterRange> frozen_ranges_;
   Executor<Net, T, Backend> exec_;
   context_type ctx_{};
   Mode mode_ = Mode::train;

@@ -133,6 +133,25 @@ constexpr bool is_view_layer() {
     return false;
 }
 
+/// Values a training forward keeps of layer B for backward: its output (none for a view layer
+/// such as Flatten), plus, for a block, its branches' (B::inner_activations).
+template <class B>
+constexpr std::size_t kept_activations() {
+  if constexpr (is_view_layer<B>()) {
+    return 0;
+  } else {
+    std::size_t n = B::output_shape::size;
+    if constexpr (requires { B::inner_activations; }) n += B::inner_activations;
+    return n;
+  }
+}
+template <class List>
+struct activation_count;
+template <class... Bs>
+struct activation_count<type_list<Bs...>> {
+  static constexpr std::size_t value = (kept_activations<Bs>() + ... + 0);
+};
+
 template <std::size_t N>
 constexpr std::size_t spec_sum(const std::array<TensorSpec, N>& a) {
   std::size_t s = 0;

@@ -25,6 +25,7 @@
 #include "cohort/backend/cpu/thread_pool.hpp"
 #include "cohort/backend/ops.hpp"
 #include "cohort/core/error.hpp"
+#include "cohort/network/freezing.hpp"
 #include "cohort/optim/parameter_groups.hpp"
 
 namespace cohort {
@@ -45,6 +46,9 @@ struct StepSettings {
   std::vector<ParameterGroup> groups{};
   /// > 0: gradients are scaled by min(1, max_grad_norm / (norm + 1e-6)) before the update.
   double max_grad_norm = 0;
+  /// Runs of the parameter array the update leaves alone, parameters and state (frozen layers:
+  /// network/freezing.hpp), sorted and disjoint.
+  std::vector<ParameterRange> frozen{};
 };
 
 /// An optimiser over flat parameter and gradient arrays.
@@ -85,6 +89,8 @@ class OptimizerBase {
                   "optimizer step: the optimiser and the network are on different backends (an optimiser's "
                   "second template argument is its backend: Sgd<float, ThrustDevice> steps a Network<Net, float, "
                   "ThrustDevice>)");
+    if constexpr (requires { net.frozen_parameters(); })
+      if (net.frozen_parameters() != settings_.frozen) set_frozen(net.frozen_parameters());
     static_cast<Derived&>(*this).step(net.parameter_store(), net.gradient_store());
   }
   /// Steps taken so far (saved in checkpoints: Adam's bias correction depends on it).
@@ -115,10 +121,21 @@ class OptimizerBase {
       throw ValueError(concat(Derived::name, ": invalid max_grad_norm: ", max_norm, " (expected a finite value >= 0)"));
     settings_.max_grad_norm = max_norm;
   }
+  /// Leave these runs of the parameter array alone (parameters and optimiser state): the frozen
+  /// layers' (frozen_parameter_ranges<Net>). step(net) takes them from the network.
+  void set_frozen(std::vector<ParameterRange> ranges) {
+    for (std::size_t i = 0; i < ranges.size(); ++i)
+      if (ranges[i].size == 0 || (i > 0 && ranges[i].offset < ranges[i - 1].offset + ranges[i - 1].size))
+        throw ValueError(concat(Derived::name, ": frozen range ", i, " [", ranges[i].offset, ", ",
+                                ranges[i].offset + ranges[i].size,
+                                ") is empty or overlaps the one before (expected sorted, disjoint runs)"));
+    settings_.frozen = std::move(ranges);
+  }
   const StepSettings& step_settings() const noexcept { return settings_; }
   void set_step_settings(const StepSettings& s) {
     set_parameter_groups(s.groups);
     set_max_grad_norm(s.max_grad_norm);
+    set_frozen(s.frozen);
   }
   /// The global gradient norm of the last step, before clipping (NaN when clipping is off or no
   /// step was taken): what clip_grad_norm_ returns.
@@ -137,9 +154,17 @@ class OptimizerBase {
     return coef < T(1) ? coef : T(1); // NaN norm: NaN coefficient, NaN update (torch's default)
   }
   /// f(offset, size, lr_scale, weight_decay) for each parameter group of an n-element array
-  /// (`weight_decay`: the optimiser's, for groups that keep it).
+  /// (`weight_decay`: the optimiser's, for groups that keep it), minus the frozen runs.
   template <class F>
   void for_each_group(std::size_t n, double weight_decay, F&& f) const {
+    if (!settings_.frozen.empty()) {
+      const ParameterRange& last = settings_.frozen.back();
+      if (last.offset + last.size > n)
+        throw ShapeError(concat(Derived::name, ": frozen parameters end at ", last.offset + last.size, ", step() got ",
+                                n, " (frozen ranges built for another network?)"));
+      for_each_group_unfrozen(n, weight_decay, f);
+      return;
+    }
     if (settings_.groups.empty()) {
       f(std::size_t{0}, n, 1.0, weight_decay);
       return;
@@ -150,6 +175,32 @@ class OptimizerBase {
                               " parameters, step() got ", n, " (groups built for another network?)"));
     for (const ParameterGroup& g : settings_.groups)
       f(g.offset, g.size, g.settings.lr_scale, g.settings.weight_decay.value_or(weight_decay));
+  }
+
+  /// for_each_group with frozen runs cut out of the groups (each group's remaining pieces).
+  template <class F>
+  void for_each_group_unfrozen(std::size_t n, double weight_decay, F& f) const {
+    std::size_t k = 0; // first frozen run that may overlap the current group
+    const auto pieces = [&](std::size_t at, std::size_t size, double lr_scale, double wd) {
+      const std::size_t end = at + size;
+      while (k < settings_.frozen.size() && settings_.frozen[k].offset + settings_.frozen[k].size <= at) ++k;
+      for (std::size_t j = k; at < end; ++j) {
+        const std::size_t stop = j < settings_.frozen.size() ? std::min(settings_.frozen[j].offset, end) : end;
+        if (stop > at) f(at, stop - at, lr_scale, wd);
+        if (j >= settings_.frozen.size()) break;
+        at = std::max(at, settings_.frozen[j].offset + settings_.frozen[j].size);
+      }
+    };
+    if (settings_.groups.empty()) {
+      pieces(0, n, 1.0, weight_decay);
+      return;
+    }
+    const ParameterGroup& last = settings_.groups.back();
+    if (last.offset + last.size != n)
+      throw ShapeError(concat(Derived::name, ": parameter groups cover ", last.offset + last.size,
+                              " parameters, step() got ", n, " (groups built for another network?)"));
+    for (const ParameterGroup& g : settings_.groups)
+      pieces(g.offset, g.size, g.settings.lr_scale, g.settings.weight_decay.value_or(weight_decay));
   }
 
   std::uint64_t steps_ = 0;

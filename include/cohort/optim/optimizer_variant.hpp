@@ -93,6 +93,9 @@ class OptimizerVariant {
   void set_max_grad_norm(double max_norm) {
     std::visit([max_norm](auto& o) { o.set_max_grad_norm(max_norm); }, held_);
   }
+  void set_frozen(std::vector<ParameterRange> ranges) {
+    std::visit([&](auto& o) { o.set_frozen(std::move(ranges)); }, held_);
+  }
   const StepSettings& step_settings() const noexcept {
     return std::visit([](const auto& o) -> const StepSettings& { return o.step_settings(); }, held_);
   }

@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "cohort/network/freezing.hpp"
 #include "cohort/network/sequential.hpp"
 
 namespace cohort {
@@ -29,21 +30,33 @@ struct GradientBucket {
 };
 
 /// Buckets of at least `bytes` (the last one, holding layer 0's end of the store, may be
-/// smaller), in the order backward completes them. Together they cover the whole store.
+/// smaller), in the order backward completes them. Together they cover the whole store but the
+/// frozen layers' parts (network/freezing.hpp: nothing to send for them); a frozen layer also
+/// closes the bucket above it, so no bucket spans one.
 template <NetworkDescription Net>
-std::vector<GradientBucket> plan_buckets(std::size_t bytes) {
+std::vector<GradientBucket> plan_buckets(std::size_t bytes, const FrozenLayers& frozen = {}) {
   constexpr auto& base = Net::layout.param_base;
+  constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
   const std::size_t target = bytes / sizeof(float) > 0 ? bytes / sizeof(float) : 1;
+  const auto trainable = [&](std::size_t i) { return base[i + 1] > base[i] && !frozen[i]; };
   std::vector<GradientBucket> out;
-  std::size_t end = base[Net::layer_count];
+  std::size_t end = base[Net::layer_count], low = none; // the open bucket: [base[low], end)
   for (std::size_t i = Net::layer_count; i-- > 0;) {
     if (base[i + 1] == base[i]) continue; // no parameters
-    if (end - base[i] >= target || i == 0 || [&] {
+    if (frozen[i]) {
+      if (low != none) out.push_back({base[low], end, low});
+      low = none;
+      end = base[i];
+      continue;
+    }
+    low = i;
+    if (end - base[i] >= target || [&] {
           for (std::size_t j = 0; j < i; ++j)
-            if (base[j + 1] > base[j]) return false;
-          return true; // no layer below has parameters: close the last bucket here
+            if (trainable(j)) return false;
+          return true; // no trainable layer below: close the last bucket here
         }()) {
       out.push_back({base[i], end, i});
+      low = none;
       end = base[i];
     }
   }

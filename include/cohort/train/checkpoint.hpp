@@ -104,8 +104,8 @@ inline std::string shape_str(const std::vector<std::size_t>& s) {
 
 /// Adds every tensor of `p` to `w` under its state_dict name.
 template <class Params>
-void add_model_tensors(SafetensorsWriter& w, Params& p) {
-  for (const TensorRef& t : p.state_dict()) w.add(t.name, t.dtype, t.shape, t.data, t.bytes());
+void add_model_tensors(SafetensorsWriter& w, Params& p, const std::vector<RenameRule>& rename = {}) {
+  for (const TensorRef& t : p.state_dict()) w.add(renamed(rename, t.name), t.dtype, t.shape, t.data, t.bytes());
 }
 
 /// Checks that `f` holds every tensor of `p` with the right dtype and shape; appends problems.
@@ -181,12 +181,21 @@ void each_optimizer_tensor(Params& p, Slot& slot, Fn&& fn) {
 } // namespace detail
 
 /// Writes the network's tensors (state_dict names) atomically: a file PyTorch loads directly.
+/// `rename`: rules from the network's names to the file's (inverted(models::torchvision_names<Net>())
+/// writes torchvision's names); two tensors renamed to one name are refused before writing.
 template <class Params>
-void save_weights(const std::filesystem::path& path, Params& p) {
+void save_weights(const std::filesystem::path& path, Params& p, const std::vector<RenameRule>& rename = {}) {
   SafetensorsWriter w;
   w.set_metadata("format", "pt");
   w.set_metadata("cohort.network", Params::net_type::signature());
-  detail::add_model_tensors(w, p);
+  if (!rename.empty()) {
+    std::map<std::string, std::string> seen;
+    for (const TensorRef& t : p.state_dict())
+      if (const auto [it, fresh] = seen.emplace(detail::renamed(rename, t.name), t.name); !fresh)
+        throw ValueError(detail::concat("save_weights: ", t.name, " and ", it->second, " would both be written as ",
+                                        it->first, " (", path.string(), ")"));
+  }
+  detail::add_model_tensors(w, p, rename);
   w.write(path);
 }
 

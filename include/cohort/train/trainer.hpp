@@ -234,7 +234,7 @@ class Trainer {
   }
 
   /// predict() (network/predict.hpp) with this trainer's weights and running statistics, in
-  /// chunks of eval_batch_size: scores or probabilities for N samples (N * input size floats),
+  /// chunks of eval_batch_size (at most batch_size): scores or probabilities for N samples (N * input size floats),
   /// N * classes floats. Runs on a CPU copy of the network: float trainers whose parameters are
   /// in host memory (every CPU policy).
   std::vector<float> predict(std::span<const float> images, Prediction what = Prediction::scores) requires
@@ -247,7 +247,8 @@ class Trainer {
     const auto from = parameters().state_dict();
     const auto to = net.parameters().state_dict();
     for (std::size_t k = 0; k < to.size(); ++k) std::memcpy(to[k].data, from[k].data, to[k].bytes());
-    return cohort::predict(net, images, what, options_.eval_batch_size);
+    // No larger than a training batch: predicting allocates no more activation memory than training.
+    return cohort::predict(net, images, what, std::min(options_.eval_batch_size, options_.batch_size));
   }
 
   /// Saves weights, optimiser state and position (atomic; resumes bitwise). Under

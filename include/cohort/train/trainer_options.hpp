@@ -16,6 +16,7 @@
 #include "cohort/data/augment.hpp"
 #include "cohort/data/data_checks.hpp"
 #include "cohort/loss/cross_entropy_options.hpp"
+#include "cohort/network/freezing.hpp"
 #include "cohort/optim/lr_schedule.hpp"
 #include "cohort/optim/parameter_groups.hpp"
 #include "cohort/parallel/policy.hpp"
@@ -105,6 +106,12 @@ struct TrainerOptions {
   /// (loss/cross_entropy_options.hpp); split batches are normalised by the whole step's weight
   /// total. A network ending in LogSoftmax (NllLoss) refuses them.
   CrossEntropyOptions loss{};
+  /// Layers that do not train: a fine-tune's backbone (network/freezing.hpp; torch's
+  /// requires_grad_(False) with .eval() on them). Under every policy and precision their
+  /// parameters, optimiser state and (in eval mode) running statistics stay as loaded, backward
+  /// stops below the lowest trainable layer, and ProcessGroupDDP sends nothing for them. Empty:
+  /// everything trains.
+  Freeze freeze{};
 };
 
 /// What one epoch (or the part of it run before max_steps) produced.

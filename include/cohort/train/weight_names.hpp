@@ -20,6 +20,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cohort {
@@ -53,6 +54,13 @@ struct LoadReport {
   std::vector<std::string> converted;  ///< network tensors loaded from F16/BF16 (exact)
   std::size_t loaded = 0;              ///< network tensors loaded
 };
+
+/// The rules the other way round (every rule's `from` and `to` swapped): a load map turned into
+/// the map that saves under the other program's names (save_weights' `rename`).
+inline std::vector<RenameRule> inverted(std::vector<RenameRule> rules) {
+  for (auto& r : rules) std::swap(r.from, r.to);
+  return rules;
+}
 
 namespace detail {
 

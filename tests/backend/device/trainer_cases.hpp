@@ -4,6 +4,8 @@
 // exactly from its own checkpoints, and learns.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 
@@ -79,6 +81,34 @@ TEST_CASE("device trainer: parameter groups and gradient clipping reach the devi
   // As check_device_trainer's bound for model B (5e-5 of a tensor's largest value).
   COHORT_CHECK_TENSORS_CLOSE(Net, device, cpu, 5e-5, "device-trained weights vs CPU-trained, groups and clipping");
   CHECK(device_norm == doctest::Approx(cpu_norm).epsilon(1e-4));
+#endif
+}
+TEST_CASE("device trainer: a frozen backbone stays as initialised, and the head follows the CPU trainer") {
+  using Net = models::ModelB; // layers 0..7 the backbone (two conv + BatchNorm), 9 the head
+  const Bands data(100, 1);
+  const auto run = [&]<class Policy>(std::type_identity<Policy>) {
+    TrainerOptions o{.batch_size = 24, .seed = 5, .max_steps = 8, .log = nullptr};
+    o.freeze = Freeze::below(8);
+    Trainer<Net, Sgd<>, Policy> t(Sgd({.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01}), o);
+    t.fit(data, 10);
+    auto& p = t.parameters();
+    std::vector<float> all(p.values.begin(), p.values.end());
+    all.insert(all.end(), p.buffers.span().begin(), p.buffers.span().end());
+    return all;
+  };
+  const auto device = run(std::type_identity<SingleDevice<Dev>>{});
+  Parameters<Net, float, Cpu> init;
+  init.initialize(5);
+  constexpr std::size_t backbone = Net::layout.param_base[8], store = Net::parameter_store_size;
+  CHECK(std::equal(device.begin(), device.begin() + backbone, init.values.begin()));
+  CHECK(std::equal(device.begin() + store, device.end(), init.buffers.span().begin())); // statistics kept (eval)
+  CHECK_FALSE(std::equal(device.begin() + backbone, device.begin() + store, init.values.begin() + backbone));
+#if !defined(__CUDACC__) // CPU networks stay out of .cu files (layers_cases.hpp says why)
+  const auto cpu = run(std::type_identity<SingleDevice<>>{});
+  // As check_device_trainer's bound for model B (5e-5 of a tensor's largest value).
+  COHORT_CHECK_TENSORS_CLOSE(Net, std::vector<float>(device.begin(), device.begin() + store),
+                             std::vector<float>(cpu.begin(), cpu.begin() + store), 5e-5,
+                             "device-trained head vs CPU-trained, backbone frozen");
 #endif
 }
 TEST_CASE("device trainer: OneCycleLR's momentum reaches the device optimiser") {

@@ -84,6 +84,12 @@ Opt configured(Opt opt, const TrainerOptions& o) {
     throw ValueError("Trainer: parameter_groups and max_grad_norm need an optimiser with set_parameter_groups() and "
                      "set_max_grad_norm() (cohort's optimisers derive them from detail::OptimizerBase)");
   }
+  if constexpr (requires(Opt & x) { x.set_frozen(std::vector<ParameterRange>{}); }) {
+    if (!o.freeze.empty()) opt.set_frozen(frozen_parameter_ranges<Net>(frozen_layers<Net>(o.freeze)));
+  } else if (!o.freeze.empty()) {
+    throw ValueError("Trainer: freeze needs an optimiser with set_frozen() (cohort's optimisers derive it from "
+                     "detail::OptimizerBase)");
+  }
   // A schedule that cycles the momentum sets it now, as torch's OneCycleLR does when built:
   // an optimiser without one fails here, before any data is read.
   if (const auto m = o.lr_schedule.momentum(0)) {
@@ -143,7 +149,12 @@ void restore_error_feedback(Engine& e, const ErrorFeedbackState& s) {
 /// What the engine is built with; the settings every rank must share.
 template <class Net>
 EngineOptions engine_options(const TrainerOptions& o) {
-  EngineOptions e{.seed = o.seed, .parallel = o.parallel, .loss_scale = o.loss_scale, .loss = o.loss};
+  EngineOptions e{.seed = o.seed,
+                  .parallel = o.parallel,
+                  .loss_scale = o.loss_scale,
+                  .loss = o.loss,
+                  .frozen = frozen_layers<Net>(o.freeze),
+                  .agreement = {}};
   e.agreement = {
       concat("batch_size: ", o.batch_size),
       concat("accumulation_steps: ", o.accumulation_steps),
@@ -153,7 +164,8 @@ EngineOptions engine_options(const TrainerOptions& o) {
       concat("max_grad_norm: ", exact_text(o.max_grad_norm)),
       concat("parameter_groups: ", o.parameter_groups ? parameter_groups<Net>(o.parameter_groups).size() : 0),
       concat("label_smoothing: ", exact_text(o.loss.label_smoothing)),
-      concat("class_weights: ", class_weights_text(o.loss.class_weights))};
+      concat("class_weights: ", class_weights_text(o.loss.class_weights)),
+      concat("freeze: ", e.frozen.text())};
   return e;
 }
 

@@ -98,9 +98,10 @@ class DeviceReplica {
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   DeviceReplica(const Opt& opt, const context& ctx, const LossScaleOptions& scaling = {},
-                const CrossEntropyOptions& loss = {})
+                const CrossEntropyOptions& loss = {}, const FrozenLayers& frozen = {})
       : ctx_(ctx), prec_(scaling), loss_(make_loss<loss_type, Net::output_shape::size>(loss)), opt_(opt.options()) {
-    opt_.set_step_settings(opt.step_settings()); // parameter groups, gradient clipping
+    opt_.set_step_settings(opt.step_settings()); // parameter groups, gradient clipping, frozen runs
+    exec_.set_frozen(frozen);
     opt_.set_context(ctx_);
     loss_.set_context(ctx_);
   }
@@ -126,21 +127,31 @@ class DeviceReplica {
       return l;
     });
   }
-  /// (correct predictions, summed loss) over `x` in evaluation mode.
+  /// (correct predictions, summed loss) over `x` in evaluation mode, in chunks of at most what
+  /// training allocated for (eval_chunk: device memory stays at training's).
   std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels, std::uint64_t seed) {
     return guarded("evaluation", [&] {
       const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
-      const auto y = exec_.forward(ctx_, info, prec_.compute(params_), upload(x), prec_.master_values(params_));
-      const double l = loss_.forward(y, labels);
-      scores_.resize(y.size());
-      if constexpr (std::is_same_v<compute_type, float>) {
-        K::download(ctx_, y.data(), scores_.data(), y.size());
-      } else {
-        scores_float_.resize(std::max(scores_float_.size(), y.size()));
-        K::convert(ctx_, y.data(), scores_float_.data(), y.size());
-        K::download(ctx_, scores_float_.data(), scores_.data(), y.size());
+      const std::size_t chunk = eval_chunk(exec_.capacity(), x.batch());
+      std::pair<std::size_t, double> total{0, 0.0};
+      for (std::size_t at = 0; at < x.batch(); at += chunk) {
+        const std::size_t n = std::min(chunk, x.batch() - at);
+        const input_view part{x.data() + at * Net::input_shape::size, n};
+        const auto part_labels = labels.subspan(at, n);
+        const auto y = exec_.forward(ctx_, info, prec_.compute(params_), upload(part), prec_.master_values(params_));
+        const double l = loss_.forward(y, part_labels);
+        scores_.resize(y.size());
+        if constexpr (std::is_same_v<compute_type, float>) {
+          K::download(ctx_, y.data(), scores_.data(), y.size());
+        } else {
+          scores_float_.resize(std::max(scores_float_.size(), y.size()));
+          K::convert(ctx_, y.data(), scores_float_.data(), y.size());
+          K::download(ctx_, scores_float_.data(), scores_.data(), y.size());
+        }
+        total.first += count_correct<Net>(scores_.data(), part_labels);
+        total.second += l * double(n);
       }
-      return std::pair<std::size_t, double>{count_correct<Net>(scores_.data(), labels), l * double(x.batch())};
+      return total;
     });
   }
   /// The optimiser step on this replica's parameters with its (summed) gradients; false when

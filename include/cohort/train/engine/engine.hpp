@@ -24,6 +24,7 @@
 
 #include "cohort/core/error.hpp"
 #include "cohort/loss/cross_entropy_options.hpp"
+#include "cohort/network/freezing.hpp"
 #include "cohort/parallel/policy.hpp"
 #include "cohort/precision/mixed_precision.hpp"
 #include "cohort/tensor/batch.hpp"
@@ -45,6 +46,9 @@ struct EngineOptions {
   /// Label smoothing and class weights of CrossEntropyLoss (a network ending in LogSoftmax,
   /// trained with NllLoss, takes neither).
   CrossEntropyOptions loss{};
+  /// The layers that do not train (network/freezing.hpp): every replica's executor skips them,
+  /// DDP's buckets leave them out. (The optimiser's frozen runs come with the optimiser.)
+  FrozenLayers frozen{};
   /// Settings every rank must share besides the network and the policies ("batch_size: 128"):
   /// ProcessGroupDDP compares them across ranks at start.
   std::vector<std::string> agreement{};

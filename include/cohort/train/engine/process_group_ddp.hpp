@@ -74,7 +74,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   TrainEngine(Opt opt, const EngineOptions& o)
       : o_(o.parallel), seed_(o.seed), comm_(o.parallel.timeout_s),
         params_(initialized_parameters<params_type>(o.seed)), prec_(params_, o.loss_scale),
-        replica_(ThreadPool::global(), o.loss), opt_(std::move(opt)) {
+        replica_(ThreadPool::global(), o.loss, o.frozen), opt_(std::move(opt)) {
     rank_ = std::size_t(comm_.rank());
     world_ = std::size_t(comm_.size());
     scatter_comm_ = comm_.duplicate();
@@ -84,7 +84,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     agree_across_ranks(comm_, ddp_agreement_lines<Net, Precision>("ProcessGroupDDP<Mpi>", opt_, o_, o.agreement));
     check_chunks(o_, world_, "world size");
     broadcast_model("rank 0's initial parameters");
-    buckets_ = plan_buckets<Net>(o_.bucket_kib * 1024);
+    buckets_ = plan_buckets<Net>(o_.bucket_kib * 1024, o.frozen); // frozen layers send nothing
     bucket_of_layer_ = bucket_of_layer<Net>(buckets_);
     state_.resize(buckets_.size());
     if (o_.deterministic) {

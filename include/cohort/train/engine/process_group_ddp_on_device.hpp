@@ -192,7 +192,7 @@ requires(!host_memory_backend<Backend> &&
     set_up_device(o);
     if (o.parallel.bucket_kib == 0) throw ValueError("ProcessGroupDDP: bucket_kib must be at least 1");
     reduce_ = std::make_unique<device::RankAllReduce<Comm, Backend>>(
-        comm_, dev_->ctx(), plan_buckets<Net>(o.parallel.bucket_kib * 1024),
+        comm_, dev_->ctx(), plan_buckets<Net>(o.parallel.bucket_kib * 1024, o.frozen),
         BucketCompression{.format = o.parallel.compression, .error_feedback = o.parallel.error_feedback});
     bucket_of_layer_ = bucket_of_layer<Net>(reduce_->buckets());
     broadcast_model("rank 0's initial parameters");
@@ -286,7 +286,8 @@ requires(!host_memory_backend<Backend> &&
                               .host = comm_.host()});
       }
       context ctx = device_context<context>(device, o.parallel);
-      dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt, Precision>>(this->opt_, ctx, o.loss_scale, o.loss);
+      dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt, Precision>>(this->opt_, ctx, o.loss_scale, o.loss,
+                                                                           o.frozen);
       report = concat("ok ", comm_.host(), " ", device);
       if constexpr (requires { ctx.identity(); }) report = concat("ok ", comm_.host(), " ", ctx.identity());
     } catch (const std::exception& e) {

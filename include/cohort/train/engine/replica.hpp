@@ -43,6 +43,14 @@ inline StepInfo train_step_info(std::uint64_t seed, const MicroStep& m, std::uin
           .update_buffers = update_buffers};
 }
 
+/// How many samples evaluation runs through the network at once: no more than training made room
+/// for (`capacity`, 0 before any training), so evaluating at a larger batch (eval_batch_size
+/// 1000 after training at 128) allocates no activation memory beyond training's. Per-sample
+/// results do not depend on it (predict's chunking, network/predict.hpp, relies on the same).
+inline std::size_t eval_chunk(std::size_t capacity, std::size_t batch) noexcept {
+  return capacity ? std::min(capacity, batch) : batch;
+}
+
 /// Predictions that match the labels, from (n, classes) scores.
 template <class Net>
 std::size_t count_correct(const float* y, std::span<const std::int32_t> labels) {
@@ -67,10 +75,12 @@ class Replica {
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   /// `pool`: the threads this replica's kernels run on (one replica's pool is never used by two
-  /// threads at once); `loss`: CrossEntropyLoss's smoothing and class weights.
-  explicit Replica(ThreadPool& pool, const CrossEntropyOptions& loss = {})
+  /// threads at once); `loss`: CrossEntropyLoss's smoothing and class weights; `frozen`: the
+  /// layers that do not train (network/freezing.hpp).
+  explicit Replica(ThreadPool& pool, const CrossEntropyOptions& loss = {}, const FrozenLayers& frozen = {})
       : ctx_{&pool}, loss_(make_loss<loss_type, Net::output_shape::size>(loss)) {
     loss_.set_context(ctx_);
+    exec_.set_frozen(frozen);
   }
 
   /// Forward, loss and backward on one (micro-)batch; parameter gradients are written into `g`
@@ -88,19 +98,29 @@ class Replica {
     return l;
   }
 
-  /// (correct predictions, summed loss) in evaluation mode.
+  /// (correct predictions, summed loss) in evaluation mode, in chunks of at most what training
+  /// allocated for (eval_chunk).
   std::pair<std::size_t, double> evaluate(params_type& p, input_view x, std::span<const std::int32_t> labels,
                                           std::uint64_t seed, const float* master = nullptr) {
     const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
-    const auto y = exec_.forward(ctx_, info, p, input(x), master);
-    const double l = loss_.forward(y, labels);
-    if constexpr (std::is_same_v<T, float>) {
-      return {count_correct<Net>(y.data(), labels), l * double(x.batch())};
-    } else {
-      scores_.resize(y.size());
-      cpu::load_floats(cpu::active_isa(), y.data(), scores_.data(), y.size());
-      return {count_correct<Net>(scores_.data(), labels), l * double(x.batch())};
+    const std::size_t chunk = eval_chunk(exec_.capacity(), x.batch());
+    std::pair<std::size_t, double> total{0, 0.0};
+    for (std::size_t at = 0; at < x.batch(); at += chunk) {
+      const std::size_t n = std::min(chunk, x.batch() - at);
+      const input_view part{x.data() + at * Net::input_shape::size, n};
+      const auto part_labels = labels.subspan(at, n);
+      const auto y = exec_.forward(ctx_, info, p, input(part), master);
+      const double l = loss_.forward(y, part_labels);
+      if constexpr (std::is_same_v<T, float>) {
+        total.first += count_correct<Net>(y.data(), part_labels);
+      } else {
+        scores_.resize(y.size());
+        cpu::load_floats(cpu::active_isa(), y.data(), scores_.data(), y.size());
+        total.first += count_correct<Net>(scores_.data(), part_labels);
+      }
+      total.second += l * double(n);
     }
+    return total;
   }
 
   grads_type& gradients() noexcept { return grads_; }

@@ -74,14 +74,14 @@ requires(!host_memory_backend<Backend> &&
     std::vector<context> ctx(n_);
     on_threads([&](std::size_t r) { // allocate on the replica's own device
       ctx[r] = device_context<context>(o.parallel.device + int(r), o.parallel);
-      replicas_[r] = std::make_unique<replica_type>(this->opt_, ctx[r], o.loss_scale, o.loss);
+      replicas_[r] = std::make_unique<replica_type>(this->opt_, ctx[r], o.loss_scale, o.loss, o.frozen);
       replicas_[r]->load_parameters(this->host_);
     });
     if (o.parallel.deterministic)
       throw ValueError("ThreadedReplicas on a device backend: deterministic mode is not implemented");
     if (o.parallel.bucket_kib == 0) throw ValueError("ThreadedReplicas: bucket_kib must be at least 1");
     reduce_ = std::make_unique<device::ReplicaAllReduce<Backend>>(
-        std::span<context>(ctx), plan_buckets<Net>(o.parallel.bucket_kib * 1024), o.parallel.timeout_s);
+        std::span<context>(ctx), plan_buckets<Net>(o.parallel.bucket_kib * 1024, o.frozen), o.parallel.timeout_s);
     bucket_of_layer_ = bucket_of_layer<Net>(reduce_->buckets());
   }
 
