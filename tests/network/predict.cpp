@@ -94,3 +94,24 @@ TEST_CASE("Trainer::predict: the trainer's weights and running statistics, the s
   }
   CHECK(results[0] == results[1]);
 }
+
+TEST_CASE("Trainer: evaluation runs in chunks of at most a training batch, before and after training") {
+  // eval_batch_size 100 over 64 samples would be one forward of 64; the chunks stay at 16, so the
+  // activation buffers never grow past what training needs.
+  const test::Bands data(64, 6);
+  Trainer<models::ModelB, Sgd<>> t(Sgd({.lr = 0.05}), {.batch_size = 16, .eval_batch_size = 100, .log = nullptr});
+  const auto& exec = t.engine().replica().executor();
+  const EvalReport before = t.evaluate(data);
+  CHECK(exec.capacity() == 16);
+  t.fit(data, 1);
+  CHECK(exec.capacity() == 16);
+  const EvalReport after = t.evaluate(data);
+  CHECK(exec.capacity() == 16);
+  CHECK(after.samples == 64);
+  // The accuracy is the whole-batch forward's (per-sample results do not depend on the chunk).
+  const auto k = predicted_classes<10>(t.predict(data.x));
+  std::size_t correct = 0;
+  for (std::size_t i = 0; i < k.size(); ++i) correct += k[i] == std::size_t(data.y[i]);
+  CHECK(100.0 * double(correct) / 64.0 == after.accuracy);
+  CHECK(before.samples == 64);
+}

@@ -154,6 +154,7 @@ EngineOptions engine_options(const TrainerOptions& o) {
                   .loss_scale = o.loss_scale,
                   .loss = o.loss,
                   .frozen = frozen_layers<Net>(o.freeze),
+                  .eval_chunk = o.batch_size,
                   .agreement = {}};
   e.agreement = {
       concat("batch_size: ", o.batch_size),

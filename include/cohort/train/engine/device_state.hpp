@@ -98,8 +98,9 @@ class DeviceReplica {
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
   DeviceReplica(const Opt& opt, const context& ctx, const LossScaleOptions& scaling = {},
-                const CrossEntropyOptions& loss = {}, const FrozenLayers& frozen = {})
-      : ctx_(ctx), prec_(scaling), loss_(make_loss<loss_type, Net::output_shape::size>(loss)), opt_(opt.options()) {
+                const CrossEntropyOptions& loss = {}, const FrozenLayers& frozen = {}, std::size_t eval_limit = 0)
+      : ctx_(ctx), prec_(scaling), loss_(make_loss<loss_type, Net::output_shape::size>(loss)), opt_(opt.options()),
+        eval_limit_(eval_limit) {
     opt_.set_step_settings(opt.step_settings()); // parameter groups, gradient clipping, frozen runs
     exec_.set_frozen(frozen);
     opt_.set_context(ctx_);
@@ -132,7 +133,7 @@ class DeviceReplica {
   std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels, std::uint64_t seed) {
     return guarded("evaluation", [&] {
       const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
-      const std::size_t chunk = eval_chunk(exec_.capacity(), x.batch());
+      const std::size_t chunk = eval_chunk(exec_.capacity(), x.batch(), eval_limit_);
       std::pair<std::size_t, double> total{0, 0.0};
       for (std::size_t at = 0; at < x.batch(); at += chunk) {
         const std::size_t n = std::min(chunk, x.batch() - at);
@@ -249,6 +250,7 @@ class DeviceReplica {
   typename Backend::template buffer<float> scores_float_;         // mixed precision only
   std::vector<float> scores_;
   typename device_optimizer<Opt, Backend>::type opt_;
+  std::size_t eval_limit_ = 0; // eval_chunk's limit before training sized exec_
 };
 
 /// What every device engine keeps around its replicas: the host copies of the parameters and

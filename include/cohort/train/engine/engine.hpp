@@ -49,6 +49,9 @@ struct EngineOptions {
   /// The layers that do not train (network/freezing.hpp): every replica's executor skips them,
   /// DDP's buckets leave them out. (The optimiser's frozen runs come with the optimiser.)
   FrozenLayers frozen{};
+  /// Evaluation runs at most this many samples per forward before training has sized the
+  /// activation buffers (replica.hpp's eval_chunk; 0: no limit): the Trainer's batch_size.
+  std::size_t eval_chunk = 0;
   /// Settings every rank must share besides the network and the policies ("batch_size: 128"):
   /// ProcessGroupDDP compares them across ranks at start.
   std::vector<std::string> agreement{};

@@ -287,7 +287,7 @@ requires(!host_memory_backend<Backend> &&
       }
       context ctx = device_context<context>(device, o.parallel);
       dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt, Precision>>(this->opt_, ctx, o.loss_scale, o.loss,
-                                                                           o.frozen);
+                                                                           o.frozen, o.eval_chunk);
       report = concat("ok ", comm_.host(), " ", device);
       if constexpr (requires { ctx.identity(); }) report = concat("ok ", comm_.host(), " ", ctx.identity());
     } catch (const std::exception& e) {

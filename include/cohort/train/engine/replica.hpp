@@ -44,11 +44,13 @@ inline StepInfo train_step_info(std::uint64_t seed, const MicroStep& m, std::uin
 }
 
 /// How many samples evaluation runs through the network at once: no more than training made room
-/// for (`capacity`, 0 before any training), so evaluating at a larger batch (eval_batch_size
-/// 1000 after training at 128) allocates no activation memory beyond training's. Per-sample
-/// results do not depend on it (predict's chunking, network/predict.hpp, relies on the same).
-inline std::size_t eval_chunk(std::size_t capacity, std::size_t batch) noexcept {
-  return capacity ? std::min(capacity, batch) : batch;
+/// for (`capacity`), or before any training `limit` (the training batch: EngineOptions::eval_chunk;
+/// 0: no limit), so evaluating at a larger batch (eval_batch_size 1000, training at 128)
+/// allocates no activation memory beyond training's. Per-sample results do not depend on it
+/// (predict's chunking, network/predict.hpp, relies on the same).
+inline std::size_t eval_chunk(std::size_t capacity, std::size_t batch, std::size_t limit) noexcept {
+  const std::size_t most = capacity ? capacity : limit ? limit : batch;
+  return std::min(most, batch);
 }
 
 /// Predictions that match the labels, from (n, classes) scores.
@@ -76,9 +78,10 @@ class Replica {
 
   /// `pool`: the threads this replica's kernels run on (one replica's pool is never used by two
   /// threads at once); `loss`: CrossEntropyLoss's smoothing and class weights; `frozen`: the
-  /// layers that do not train (network/freezing.hpp).
-  explicit Replica(ThreadPool& pool, const CrossEntropyOptions& loss = {}, const FrozenLayers& frozen = {})
-      : ctx_{&pool}, loss_(make_loss<loss_type, Net::output_shape::size>(loss)) {
+  /// layers that do not train (network/freezing.hpp); `eval_limit`: eval_chunk's limit.
+  explicit Replica(ThreadPool& pool, const CrossEntropyOptions& loss = {}, const FrozenLayers& frozen = {},
+                   std::size_t eval_limit = 0)
+      : ctx_{&pool}, loss_(make_loss<loss_type, Net::output_shape::size>(loss)), eval_limit_(eval_limit) {
     loss_.set_context(ctx_);
     exec_.set_frozen(frozen);
   }
@@ -103,7 +106,7 @@ class Replica {
   std::pair<std::size_t, double> evaluate(params_type& p, input_view x, std::span<const std::int32_t> labels,
                                           std::uint64_t seed, const float* master = nullptr) {
     const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
-    const std::size_t chunk = eval_chunk(exec_.capacity(), x.batch());
+    const std::size_t chunk = eval_chunk(exec_.capacity(), x.batch(), eval_limit_);
     std::pair<std::size_t, double> total{0, 0.0};
     for (std::size_t at = 0; at < x.batch(); at += chunk) {
       const std::size_t n = std::min(chunk, x.batch() - at);
@@ -159,6 +162,7 @@ class Replica {
   loss_type loss_;
   HostBuffer<T> input_;      // 16-bit storage: the converted batch
   HostBuffer<float> scores_; // 16-bit storage: evaluation scores in float
+  std::size_t eval_limit_;
 };
 
 } // namespace cohort::detail

@@ -25,7 +25,7 @@ class TrainEngine<SingleDevice<Cpu>, Precision, Net, Opt>
 
   TrainEngine(Opt opt, const EngineOptions& o)
       : seed_(o.seed), master_(initialized_parameters<params_type>(o.seed)), prec_(master_, o.loss_scale),
-        replica_(ThreadPool::global(), o.loss, o.frozen), opt_(std::move(opt)) {}
+        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk), opt_(std::move(opt)) {}
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
     const StepInfo info = train_step_info(seed_, m);

@@ -47,7 +47,7 @@ requires(!host_memory_backend<Backend> &&
       : base(std::move(opt), o.seed), seed_(o.seed),
         // The context first makes the device current: the replica's members allocate on it.
         replica_(this->opt_, device_context<typename Backend::context>(o.parallel.device, o.parallel), o.loss_scale,
-                 o.loss, o.frozen) {
+                 o.loss, o.frozen, o.eval_chunk) {
     replica_.load_parameters(this->host_);
   }
 

@@ -58,7 +58,7 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
     if (o_.threads_per_replica == 0) throw ValueError("ThreadedReplicas: threads_per_replica must be at least 1");
     for (std::size_t r = 0; r < n_; ++r) {
       pools_.push_back(std::make_unique<ThreadPool>(o_.threads_per_replica));
-      replicas_.push_back(std::make_unique<replica_type>(*pools_[r], o.loss, o.frozen));
+      replicas_.push_back(std::make_unique<replica_type>(*pools_[r], o.loss, o.frozen, o.eval_chunk));
     }
     if (o_.deterministic) {
       chunk_grads_.resize(o_.deterministic_chunks);

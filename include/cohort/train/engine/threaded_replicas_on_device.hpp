@@ -74,7 +74,7 @@ requires(!host_memory_backend<Backend> &&
     std::vector<context> ctx(n_);
     on_threads([&](std::size_t r) { // allocate on the replica's own device
       ctx[r] = device_context<context>(o.parallel.device + int(r), o.parallel);
-      replicas_[r] = std::make_unique<replica_type>(this->opt_, ctx[r], o.loss_scale, o.loss, o.frozen);
+      replicas_[r] = std::make_unique<replica_type>(this->opt_, ctx[r], o.loss_scale, o.loss, o.frozen, o.eval_chunk);
       replicas_[r]->load_parameters(this->host_);
     });
     if (o.parallel.deterministic)
