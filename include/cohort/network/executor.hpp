@@ -207,8 +207,8 @@ class Executor {
       using B = layer<I>;
       // Below the lowest trainable layer nothing needs a gradient (Freeze), unless the caller
       // wants d loss / d input.
-      if (I < first_trainable_ && !opts.input_grad) return;
-      const bool need_dx = I > first_trainable_ || opts.input_grad;
+      if (below(I, first_trainable_) && !opts.input_grad) return;
+      const bool need_dx = below(first_trainable_, I) || opts.input_grad;
       if constexpr (detail::is_view_layer<B>()) {
         return; // d_out already is d_in
       } else {
@@ -266,10 +266,10 @@ class Executor {
     if (f.any()) {
       first_trainable_ = L;
       each_layer([&]<std::size_t I>() {
-        if (layer<I>::parameters.size() > 0 && !f[I] && first_trainable_ == L) first_trainable_ = I;
+        if (!layer<I>::parameters.empty() && !f[I] && first_trainable_ == L) first_trainable_ = I;
       });
       each_layer([&]<std::size_t I>() {
-        if (f[I] && I > first_trainable_)
+        if (f[I] && below(first_trainable_, I))
           scratch = std::max(scratch, Net::layout.param_base[I + 1] - Net::layout.param_base[I]);
       });
     }
@@ -305,6 +305,10 @@ class Executor {
   const T* activation(std::size_t i) const noexcept { return act_[i + 1]; }
 
  private:
+  /// a < b, as a function: with a layer index known at compile time, nvcc would call `I < x` for
+  /// I = 0 a pointless comparison (an error under -Werror all-warnings).
+  static constexpr bool below(std::size_t a, std::size_t b) noexcept { return a < b; }
+
   /// The pass as layer i sees it: a frozen layer in eval mode runs as in evaluation.
   const StepInfo& step_of(std::size_t i) const noexcept {
     return frozen_.eval_mode && frozen_[i] ? frozen_step_ : step_;
