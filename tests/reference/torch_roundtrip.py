@@ -3,7 +3,8 @@
 
     python3 tests/reference/torch_roundtrip.py HELPER WORKDIR
 
-For model B and ResNet-20 (its blocks' nested names, cohort_modules.resnet20):
+For model B, ResNet-20 (its blocks' nested names, cohort_modules.resnet20) and the CIFAR ResNet-20
+(models::CifarResNet20, 3x32x32 inputs):
 1. cohort writes the model's weights (state_dict names, F32 and I64 num_batches_tracked);
    PyTorch loads them into its twin with load_state_dict(strict=True) and must compute
    cohort's output (eval mode) on the same batch.
@@ -31,9 +32,10 @@ def model_b():
                          nn.Flatten(), nn.Linear(1568, 10))
 
 
-def roundtrip(helper, work, name, m, counter):
-    """Both ways for one model; `counter`: a num_batches_tracked key it holds. Returns 0 on success."""
-    x = torch.from_numpy(np.random.default_rng(0).random((6, 1, 28, 28), dtype=np.float32))
+def roundtrip(helper, work, name, m, counter, image=(1, 28, 28)):
+    """Both ways for one model; `counter`: a num_batches_tracked key it holds; `image`: its input's
+    (C, H, W). Returns 0 on success."""
+    x = torch.from_numpy(np.random.default_rng(0).random((6, *image), dtype=np.float32))
     save_file({"x": x}, os.path.join(work, "x.safetensors"))
 
     # cohort -> PyTorch
@@ -72,7 +74,8 @@ def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from cohort_modules import resnet20
     return (roundtrip(helper, work, "B", model_b(), "1.num_batches_tracked")
-            or roundtrip(helper, work, "resnet20", resnet20(), "3.body.1.num_batches_tracked"))
+            or roundtrip(helper, work, "resnet20", resnet20(), "3.body.1.num_batches_tracked")
+            or roundtrip(helper, work, "cifar20", resnet20(in_channels=3), "3.body.1.num_batches_tracked", (3, 32, 32)))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torchvision's ResNet-18 in cohort, by torchvision's own state_dict names, against torchvision.
+"""torchvision's ResNet-18 and ResNet-34 in cohort, by torchvision's own state_dict names, against torchvision.
 
     python3 tests/reference/torchvision_resnet.py HELPER WORKDIR
 
@@ -8,7 +8,8 @@ weights (seed 0; no weights can be downloaded here) and two train-mode passes ov
 so that its BatchNorm statistics are not the defaults, then saved with safetensors.
 
 1. logits: cohort loads the file strictly through models::torchvision_names and computes the
-   eval-mode logits of 4 random 3x224x224 images; they must agree with torchvision's.
+   eval-mode logits of 4 random 3x224x224 images; they must agree with torchvision's. The same
+   for torchvision.models.resnet34() (seed 1) and models::ResNet34<> (logits34).
 2. train: 3 SGD steps (lr 0.001, momentum 0.9, weight decay 1e-4) of the whole network in train
    mode on the batch; cohort saves under torchvision's names, torchvision loads that file
    strictly, and every tensor (running statistics included) must agree with torch's own 3 steps.
@@ -23,7 +24,7 @@ so that its BatchNorm statistics are not the defaults, then saved with safetenso
 Bounds (relative to the largest magnitude of each tensor; measured on this machine, see the
 constants): cohort sums convolutions in other orders than oneDNN, so float rounding differs from
 the first layer on. Eval logits agree to ~1e-6; three train-mode steps at batch 4 amplify the
-rounding through BatchNorm's batch statistics to ~5e-4 (the losses still agree to ~2e-6).
+rounding through BatchNorm's batch statistics to ~5e-4 (the losses still agree to ~1e-5).
 Exit 77 (ctest: skipped) when torch, torchvision or safetensors is missing.
 """
 import os
@@ -45,7 +46,7 @@ TRAIN_BOUND = 2e-3    # trained tensors: measured 4.9e-4 (conv1.weight after 3 w
 TRAIN_ABS = 1e-5      # plus this much absolutely: BatchNorm biases start at 0 and stay near it (2e-5..2e-4
                       # after 3 steps); their gradients are sums over N*H*W with heavy cancellation, measured
                       # 4.5e-6 apart at most
-LOSS_BOUND = 1e-5     # losses: measured 2e-6 relative
+LOSS_BOUND = 5e-5     # losses: measured 2e-6 relative on Sapphire Rapids, 9.4e-6 on Zen (the third step)
 HEAD_BOUND = 1e-5     # the fine-tuned head (a frozen backbone: one layer trains): measured 2.7e-7
 
 
@@ -99,6 +100,25 @@ def main():
     d = relative(load_file(path("y.safetensors"))["y"], y)
     print(f"logits: cohort vs torchvision, eval mode: worst difference {d:.3g} of the largest (bound {LOGIT_BOUND})")
     failed |= not d <= LOGIT_BOUND
+
+    # 1b. eval logits of ResNet-34 (more blocks per stage: the name map's counting)
+    torch.manual_seed(1)
+    m34 = torchvision.models.resnet34()
+    with torch.no_grad():
+        m34.train()
+        for _ in range(2):
+            m34(torch.randn(4, 3, 224, 224))
+    save_file({k: v.contiguous() for k, v in m34.state_dict().items()}, path("resnet34.safetensors"))
+    subprocess.run([helper, "logits34", path("resnet34.safetensors"), path("x.safetensors"), path("y34.safetensors")],
+                   check=True)
+    m34.eval()
+    with torch.no_grad():
+        y34 = m34(x)
+    d = relative(load_file(path("y34.safetensors"))["y"], y34)
+    print(f"logits34: cohort vs torchvision's ResNet-34, eval mode: worst difference {d:.3g} of the largest "
+          f"(bound {LOGIT_BOUND})")
+    failed |= not d <= LOGIT_BOUND
+    del m34
 
     # 2. three training steps of the whole network
     steps = 3

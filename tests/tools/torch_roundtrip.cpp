@@ -1,10 +1,11 @@
 // Helper of tests/reference/torch_roundtrip.py: writes cohort weights for PyTorch to load, and
 // checks weights PyTorch wrote.
 //
-//   torch_roundtrip B|resnet20 export OUT.safetensors INPUT.safetensors OUTPUT.safetensors
-//       model B or ResNet-20 (seed 11, one training step so BatchNorm statistics are not the
-//       defaults) saved with save_weights; its eval-mode output on the input batch written beside it
-//   torch_roundtrip B|resnet20 check WEIGHTS.safetensors INPUT.safetensors EXPECTED.safetensors
+//   torch_roundtrip B|resnet20|cifar20 export OUT.safetensors INPUT.safetensors OUTPUT.safetensors
+//       model B, ResNet-20 or the CIFAR ResNet-20 (3x32x32) (seed 11, one training step so
+//       BatchNorm statistics are not the defaults) saved with save_weights; its eval-mode output
+//       on the input batch written beside it
+//   torch_roundtrip B|resnet20|cifar20 check WEIGHTS.safetensors INPUT.safetensors EXPECTED.safetensors
 //       loads PyTorch-written weights (strict), runs eval mode, compares with PyTorch's output
 
 #include <cmath>
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   const std::string model = argc == 6 ? argv[1] : "";
   if (model == "B") return run<models::ModelB>(argv + 1);
   if (model == "resnet20") return run<models::ResNet20>(argv + 1);
-  std::fprintf(stderr, "usage: torch_roundtrip B|resnet20 export|check WEIGHTS INPUT OUTPUT\n");
+  if (model == "cifar20") return run<models::CifarResNet20>(argv + 1);
+  std::fprintf(stderr, "usage: torch_roundtrip B|resnet20|cifar20 export|check WEIGHTS INPUT OUTPUT\n");
   return 2;
 }

@@ -4,6 +4,8 @@
 //   torchvision_resnet logits WEIGHTS X OUT
 //       models::ResNet18<> loaded strictly from a torchvision state_dict through torchvision_names;
 //       eval-mode logits of X written to OUT ("y")
+//   torchvision_resnet logits34 WEIGHTS X OUT
+//       the same with models::ResNet34<> (torchvision.models.resnet34())
 //   torchvision_resnet train WEIGHTS X LABELS STEPS OUT
 //       the same network, STEPS SGD steps (lr 0.001, momentum 0.9, weight decay 1e-4, train mode)
 //       on the batch; OUT: the weights under torchvision's names and the losses ("loss")
@@ -37,8 +39,8 @@ std::vector<std::int32_t> labels_of(const std::string& path) {
   return {l.begin(), l.end()};
 }
 
+template <class Net>
 int logits(char** argv) {
-  using Net = models::ResNet18<>;
   const auto x = SafetensorsFile::read(argv[3]).values<float>("x");
   auto net = std::make_unique<Network<Net>>();
   load_weights(argv[2], net->parameters(), {.rename = models::torchvision_names<Net>()});
@@ -121,7 +123,8 @@ int finetune(char** argv) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
-    if (mode == "logits" && argc == 5) return logits(argv);
+    if (mode == "logits" && argc == 5) return logits<models::ResNet18<>>(argv);
+    if (mode == "logits34" && argc == 5) return logits<models::ResNet34<>>(argv);
     if (mode == "train" && argc == 7) return train(argv);
     if (mode == "head-init" && argc == 3) return head_init(argv);
     if (mode == "finetune" && argc == 5) return finetune(argv);
@@ -129,7 +132,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "torchvision_resnet: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: torchvision_resnet logits WEIGHTS X OUT | train WEIGHTS X LABELS STEPS OUT | "
+  std::fprintf(stderr, "usage: torchvision_resnet logits|logits34 WEIGHTS X OUT | train WEIGHTS X LABELS STEPS OUT | "
                        "head-init OUT | finetune X LABELS OUT (in the directory of resnet18.safetensors)\n");
   return 2;
 }

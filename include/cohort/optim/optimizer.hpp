@@ -154,41 +154,23 @@ class OptimizerBase {
     return coef < T(1) ? coef : T(1); // NaN norm: NaN coefficient, NaN update (torch's default)
   }
   /// f(offset, size, lr_scale, weight_decay) for each parameter group of an n-element array
-  /// (`weight_decay`: the optimiser's, for groups that keep it), minus the frozen runs.
+  /// (`weight_decay`: the optimiser's, for groups that keep it), each group cut into the pieces
+  /// that lie outside the frozen runs (sorted, disjoint: set_frozen checks).
   template <class F>
   void for_each_group(std::size_t n, double weight_decay, F&& f) const {
-    if (!settings_.frozen.empty()) {
-      const ParameterRange& last = settings_.frozen.back();
-      if (last.offset + last.size > n)
-        throw ShapeError(concat(Derived::name, ": frozen parameters end at ", last.offset + last.size, ", step() got ",
-                                n, " (frozen ranges built for another network?)"));
-      for_each_group_unfrozen(n, weight_decay, f);
-      return;
-    }
-    if (settings_.groups.empty()) {
-      f(std::size_t{0}, n, 1.0, weight_decay);
-      return;
-    }
-    const ParameterGroup& last = settings_.groups.back();
-    if (last.offset + last.size != n)
-      throw ShapeError(concat(Derived::name, ": parameter groups cover ", last.offset + last.size,
-                              " parameters, step() got ", n, " (groups built for another network?)"));
-    for (const ParameterGroup& g : settings_.groups)
-      f(g.offset, g.size, g.settings.lr_scale, g.settings.weight_decay.value_or(weight_decay));
-  }
-
-  /// for_each_group with frozen runs cut out of the groups (each group's remaining pieces).
-  template <class F>
-  void for_each_group_unfrozen(std::size_t n, double weight_decay, F& f) const {
+    const std::vector<ParameterRange>& frozen = settings_.frozen;
+    if (!frozen.empty() && frozen.back().offset + frozen.back().size > n)
+      throw ShapeError(concat(Derived::name, ": frozen parameters end at ", frozen.back().offset + frozen.back().size,
+                              ", step() got ", n, " (frozen ranges built for another network?)"));
     std::size_t k = 0; // first frozen run that may overlap the current group
     const auto pieces = [&](std::size_t at, std::size_t size, double lr_scale, double wd) {
       const std::size_t end = at + size;
-      while (k < settings_.frozen.size() && settings_.frozen[k].offset + settings_.frozen[k].size <= at) ++k;
+      while (k < frozen.size() && frozen[k].offset + frozen[k].size <= at) ++k;
       for (std::size_t j = k; at < end; ++j) {
-        const std::size_t stop = j < settings_.frozen.size() ? std::min(settings_.frozen[j].offset, end) : end;
+        const std::size_t stop = j < frozen.size() ? std::min(frozen[j].offset, end) : end;
         if (stop > at) f(at, stop - at, lr_scale, wd);
-        if (j >= settings_.frozen.size()) break;
-        at = std::max(at, settings_.frozen[j].offset + settings_.frozen[j].size);
+        if (j >= frozen.size()) break;
+        at = std::max(at, frozen[j].offset + frozen[j].size);
       }
     };
     if (settings_.groups.empty()) {

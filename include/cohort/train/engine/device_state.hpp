@@ -134,25 +134,21 @@ class DeviceReplica {
     return guarded("evaluation", [&] {
       const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
       const std::size_t chunk = eval_chunk(exec_.capacity(), x.batch(), eval_limit_);
-      std::pair<std::size_t, double> total{0, 0.0};
-      for (std::size_t at = 0; at < x.batch(); at += chunk) {
-        const std::size_t n = std::min(chunk, x.batch() - at);
-        const input_view part{x.data() + at * Net::input_shape::size, n};
-        const auto part_labels = labels.subspan(at, n);
-        const auto y = exec_.forward(ctx_, info, prec_.compute(params_), upload(part), prec_.master_values(params_));
-        const double l = loss_.forward(y, part_labels);
-        scores_.resize(y.size());
-        if constexpr (std::is_same_v<compute_type, float>) {
-          K::download(ctx_, y.data(), scores_.data(), y.size());
-        } else {
-          scores_float_.resize(std::max(scores_float_.size(), y.size()));
-          K::convert(ctx_, y.data(), scores_float_.data(), y.size());
-          K::download(ctx_, scores_float_.data(), scores_.data(), y.size());
-        }
-        total.first += count_correct<Net>(scores_.data(), part_labels);
-        total.second += l * double(n);
-      }
-      return total;
+      return detail::evaluate_in_chunks<Net>(
+          x, labels, chunk, [&](input_view part, std::span<const std::int32_t> part_labels) {
+            const auto y =
+                exec_.forward(ctx_, info, prec_.compute(params_), upload(part), prec_.master_values(params_));
+            const double l = loss_.forward(y, part_labels);
+            scores_.resize(y.size());
+            if constexpr (std::is_same_v<compute_type, float>) {
+              K::download(ctx_, y.data(), scores_.data(), y.size());
+            } else {
+              scores_float_.resize(std::max(scores_float_.size(), y.size()));
+              K::convert(ctx_, y.data(), scores_float_.data(), y.size());
+              K::download(ctx_, scores_float_.data(), scores_.data(), y.size());
+            }
+            return std::pair{count_correct<Net>(scores_.data(), part_labels), l};
+          });
     });
   }
   /// The optimiser step on this replica's parameters with its (summed) gradients; false when

@@ -53,6 +53,25 @@ inline std::size_t eval_chunk(std::size_t capacity, std::size_t batch, std::size
   return std::min(most, batch);
 }
 
+namespace detail {
+/// (correct predictions, summed loss) over `x` in chunks of at most `chunk` samples:
+/// `chunk_result(part, part_labels)` gives one chunk's (correct, mean loss). The one chunking
+/// loop of the CPU and device replicas.
+template <class Net, class View, class F>
+std::pair<std::size_t, double> evaluate_in_chunks(View x, std::span<const std::int32_t> labels, std::size_t chunk,
+                                                  F&& chunk_result) {
+  std::pair<std::size_t, double> total{0, 0.0};
+  for (std::size_t at = 0; at < x.batch(); at += chunk) {
+    const std::size_t n = std::min(chunk, x.batch() - at);
+    const auto [correct, mean_loss] =
+        chunk_result(View{x.data() + at * Net::input_shape::size, n}, labels.subspan(at, n));
+    total.first += correct;
+    total.second += mean_loss * double(n);
+  }
+  return total;
+}
+} // namespace detail
+
 /// Predictions that match the labels, from (n, classes) scores.
 template <class Net>
 std::size_t count_correct(const float* y, std::span<const std::int32_t> labels) {
@@ -107,23 +126,18 @@ class Replica {
                                           std::uint64_t seed, const float* master = nullptr) {
     const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
     const std::size_t chunk = eval_chunk(exec_.capacity(), x.batch(), eval_limit_);
-    std::pair<std::size_t, double> total{0, 0.0};
-    for (std::size_t at = 0; at < x.batch(); at += chunk) {
-      const std::size_t n = std::min(chunk, x.batch() - at);
-      const input_view part{x.data() + at * Net::input_shape::size, n};
-      const auto part_labels = labels.subspan(at, n);
-      const auto y = exec_.forward(ctx_, info, p, input(part), master);
-      const double l = loss_.forward(y, part_labels);
-      if constexpr (std::is_same_v<T, float>) {
-        total.first += count_correct<Net>(y.data(), part_labels);
-      } else {
-        scores_.resize(y.size());
-        cpu::load_floats(cpu::active_isa(), y.data(), scores_.data(), y.size());
-        total.first += count_correct<Net>(scores_.data(), part_labels);
-      }
-      total.second += l * double(n);
-    }
-    return total;
+    return detail::evaluate_in_chunks<Net>(x, labels, chunk,
+                                           [&](input_view part, std::span<const std::int32_t> part_labels) {
+                                             const auto y = exec_.forward(ctx_, info, p, input(part), master);
+                                             const double l = loss_.forward(y, part_labels);
+                                             if constexpr (std::is_same_v<T, float>) {
+                                               return std::pair{count_correct<Net>(y.data(), part_labels), l};
+                                             } else {
+                                               scores_.resize(y.size());
+                                               cpu::load_floats(cpu::active_isa(), y.data(), scores_.data(), y.size());
+                                               return std::pair{count_correct<Net>(scores_.data(), part_labels), l};
+                                             }
+                                           });
   }
 
   grads_type& gradients() noexcept { return grads_; }
