@@ -6,6 +6,7 @@
 
 #include <zlib.h>
 
+#include <cctype>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -122,4 +123,35 @@ TEST_CASE("image decode: the pixel limit is the caller's to set, checked before 
   CHECK_NOTHROW(decode_image(png, 3, "rgb.png", {.max_pixels = 140}));
   CHECK_THROWS_WITH_AS(decode_image(png, 3, "rgb.png", {.max_pixels = 139}),
                        doctest::Contains("rgb.png: 14x10 pixels (140) is more than the limit of 139"), FormatError);
+}
+
+TEST_CASE("image decode: read_file_into reads whole files into a reused buffer, and refuses what is not a file") {
+  test::TempDir dir;
+  write_bytes(dir.path / "big.bin", std::vector<std::uint8_t>(5000, 7));
+  write_bytes(dir.path / "small.bin", {1, 2, 3});
+  write_bytes(dir.path / "empty.bin", {});
+  std::vector<std::uint8_t> buf;
+  read_file_into(dir.path / "big.bin", buf);
+  CHECK(buf == std::vector<std::uint8_t>(5000, 7));
+  const std::uint8_t* storage = buf.data();
+  read_file_into(dir.path / "small.bin", buf);
+  CHECK(buf == std::vector<std::uint8_t>{1, 2, 3});
+  CHECK(buf.data() == storage); // no new allocation for a smaller file
+  read_file_into(dir.path / "empty.bin", buf);
+  CHECK(buf.empty());
+  CHECK_THROWS_WITH_AS(read_file_into(dir.path, buf),
+                       doctest::Contains((dir.path.string() + ": not a regular file").c_str()), IoError);
+  CHECK_THROWS_WITH_AS(read_file(dir.path / "big.bin", 4999),
+                       doctest::Contains("big.bin: 5000 bytes, more than the limit of 4999"), FormatError);
+}
+
+TEST_CASE("image decode: lower_extension finds what std::filesystem::path::extension finds") {
+  for (const char* name : {"a/b/cat.PNG", "dog.Jpeg", "x.tar.JPG", "noext", "dir.d/noext", ".hidden", "a/.hidden", "..",
+                           "a/..", "trailing.", "a/b.c/d", "/abs/photo.jpg", ""}) {
+    const std::string path = name;
+    CAPTURE(path);
+    std::string want = fs::path(name).extension().string();
+    for (char& c : want) c = char(std::tolower(static_cast<unsigned char>(c)));
+    CHECK(detail::lower_extension(name) == want);
+  }
 }

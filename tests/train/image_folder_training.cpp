@@ -6,6 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,8 +27,13 @@ namespace {
 using Folder = ImageFolder<Shape<1, 28, 28>>;
 using Net = models::ModelA;
 
-TrainerOptions quiet(std::uint64_t seed = 3, bool prefetch = true) {
-  return {.batch_size = 8, .eval_batch_size = 16, .seed = seed, .log = nullptr, .prefetch = prefetch};
+TrainerOptions quiet(std::uint64_t seed = 3, bool prefetch = true, std::size_t ahead = 2) {
+  return {.batch_size = 8,
+          .eval_batch_size = 16,
+          .seed = seed,
+          .log = nullptr,
+          .prefetch = prefetch,
+          .prefetch_batches = ahead};
 }
 
 std::vector<double> losses(const std::vector<EpochReport>& r) {
@@ -49,18 +57,18 @@ TEST_CASE("ImageFolder training: a folder trains exactly as its pixels in memory
   CHECK(a.class_names() == std::vector<std::string>{"low", "mid", "top"});
 }
 
-TEST_CASE("ImageFolder training: random crops and flips give the same run for any worker count and prefetch") {
+TEST_CASE("ImageFolder training: random crops and flips give the same run for any worker count and prefetch depth") {
   test::TempDir dir;
   test::write_band_folder(dir.path, {"a", "b", "c"}, 8, 34, 32);
   ImageFolderOptions o{.crop = FolderCrop::random_resized, .scale = {0.6, 1.0}, .horizontal_flip = true};
   std::vector<double> first;
   for (const std::size_t workers : {0, 2}) {
-    for (const bool prefetch : {false, true}) {
+    for (const std::size_t ahead : {0, 1, 3}) { // batches prepared ahead (0: no prefetching)
       CAPTURE(workers);
-      CAPTURE(prefetch);
+      CAPTURE(ahead);
       o.workers = workers;
       const Folder f = Folder::open(dir.path, o);
-      Trainer<Net, Sgd<>> t(Sgd({.lr = 0.05}), quiet(3, prefetch));
+      Trainer<Net, Sgd<>> t(Sgd({.lr = 0.05}), quiet(3, ahead > 0, ahead));
       const auto l = losses(t.fit(f, 2));
       if (first.empty())
         first = l;
@@ -110,4 +118,34 @@ TEST_CASE("ImageFolder training: a resumed run sees the crops an uninterrupted o
   REQUIRE(rest.size() == 2);
   CHECK(rest[0] == all[1]);
   CHECK(rest[1] == all[2]);
+}
+
+TEST_CASE("ImageFolder training: files skipped at open are counted in the epoch report, its line and the metrics") {
+  test::TempDir dir;
+  test::write_band_folder(dir.path / "data", {"a", "b"}, 4);
+  std::ofstream(dir.path / "data" / "b" / "empty.png").flush(); // zero bytes: skipped at open
+  const Folder f = Folder::open(dir.path / "data", {.bad_files = BadFiles::skip});
+  REQUIRE(f.skipped().size() == 1);
+  std::ostringstream log;
+  TrainerOptions o = quiet();
+  o.log = &log;
+  o.metrics = dir.path / "metrics.jsonl";
+  Trainer<Net, Sgd<>> t(Sgd({.lr = 0.05}), o);
+  const auto r = t.fit(f, 1);
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].skipped_files == std::optional<std::size_t>(1));
+  CHECK(log.str().find(", 1 bad file(s) skipped") != std::string::npos);
+  // An in-memory set cannot skip: null in the metrics, nothing in the line.
+  const auto memory = f.to_memory();
+  std::ostringstream memory_log;
+  o.log = &memory_log;
+  Trainer<Net, Sgd<>> m(Sgd({.lr = 0.05}), o);
+  CHECK_FALSE(m.fit(memory, 1)[0].skipped_files.has_value());
+  CHECK(memory_log.str().find("skipped") == std::string::npos);
+  std::ifstream in(dir.path / "metrics.jsonl");
+  std::string first, second;
+  std::getline(in, first);
+  std::getline(in, second);
+  CHECK(first.find("\"skipped_files\": 1,") != std::string::npos);
+  CHECK(second.find("\"skipped_files\": null,") != std::string::npos);
 }

@@ -9,6 +9,7 @@
 /// was found, so a user can act on them without a debugger.
 
 #include <cstddef>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -124,6 +125,19 @@ inline std::string in_quotes(std::string_view s) {
   out += escaped(s);
   out += '"';
   return out;
+}
+
+/// Names read from files or directories, each in_quotes, comma-separated; a long list shows its
+/// first six and the count ("a", "b", ... (12 in all)) so a message stays one line.
+template <class Strings>
+std::string quoted_list(const Strings& names) {
+  std::string s;
+  std::size_t i = 0;
+  for (const auto& n : names) {
+    if (i == 6 && std::size(names) > 8) return s + concat(", ... (", std::size(names), " in all)");
+    s += (i++ ? ", " : "") + in_quotes(n);
+  }
+  return s;
 }
 
 } // namespace detail

@@ -38,7 +38,12 @@
 #include <png.h>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 // jpeglib.h needs FILE and size_t first.
 #include <jpeglib.h>
@@ -312,13 +317,24 @@ inline ImageInfo decode_jpeg(std::span<const std::uint8_t> bytes, const std::str
   return info;
 }
 
+/// A path's extension in lower case, as std::filesystem::path::extension() finds it (".png",
+/// ".jpeg"; empty for "name", ".hidden" or ".."), without building a path (once per decode).
+inline std::string lower_extension(std::string_view path) {
+  const std::size_t slash = path.find_last_of('/');
+  const std::string_view file = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  const std::size_t dot = file.rfind('.');
+  if (dot == std::string_view::npos || dot == 0 || file == "..") return {};
+  std::string ext(file.substr(dot));
+  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return ext;
+}
+
 inline ImageFormat checked_format(std::span<const std::uint8_t> bytes, const std::string& name) {
   if (bytes.empty()) throw FormatError(concat(name, ": the file is empty (0 bytes)"));
   const auto f = sniff_image_format(bytes);
   if (!f) throw FormatError(concat(name, ": not a PNG or JPEG file (its first bytes are neither signature)"));
   // The extension says what the user meant; a mismatch is a mislabelled or damaged file.
-  std::string ext = std::filesystem::path(name).extension().string();
-  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const std::string ext = lower_extension(name);
   const bool says_png = ext == ".png", says_jpeg = ext == ".jpg" || ext == ".jpeg";
   if ((says_png && *f != ImageFormat::png) || (says_jpeg && *f != ImageFormat::jpeg))
     throw FormatError(
@@ -350,20 +366,43 @@ inline Image8 decode_image(std::span<const std::uint8_t> bytes, std::size_t chan
   return img;
 }
 
-/// A whole file's bytes (IoError naming it when it cannot be opened or read). Files larger than
-/// `max_bytes` are refused before anything is allocated.
-inline std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
-                                           std::uint64_t max_bytes = std::uint64_t{1} << 31) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw IoError(detail::concat(path.string(), ": cannot open for reading (", std::strerror(errno), ")"));
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw IoError(detail::concat(path.string(), ": cannot read its size (", ec.message(), ")"));
+/// A whole file's bytes into `bytes` (resized to the file's size; its capacity is reused, so a
+/// thread reading many files allocates only for the largest). IoError naming the file when it
+/// cannot be opened or read; files larger than `max_bytes` are refused before anything is
+/// allocated. POSIX open/fstat/read/close: four system calls, a third of stdio's cost on small
+/// files (ImageFolder reads one per sample).
+inline void read_file_into(const std::filesystem::path& path, std::vector<std::uint8_t>& bytes,
+                           std::uint64_t max_bytes = std::uint64_t{1} << 31) {
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) throw IoError(detail::concat(path.string(), ": cannot open for reading (", std::strerror(errno), ")"));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0)
+    throw IoError(detail::concat(path.string(), ": cannot read its size (", std::strerror(errno), ")"));
+  if (!S_ISREG(st.st_mode)) throw IoError(detail::concat(path.string(), ": not a regular file"));
+  const auto size = static_cast<std::uint64_t>(st.st_size);
   if (size > max_bytes)
     throw FormatError(detail::concat(path.string(), ": ", size, " bytes, more than the limit of ", max_bytes));
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  if (size && std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size())
-    throw IoError(detail::concat(path.string(), ": read failed (", std::strerror(errno), ")"));
+  bytes.resize(static_cast<std::size_t>(size));
+  for (std::size_t at = 0; at < bytes.size();) {
+    const ssize_t got = ::read(f.fd, bytes.data() + at, bytes.size() - at);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw IoError(detail::concat(path.string(), ": read failed after ", at, " of ", size, " bytes (",
+                                   got < 0 ? std::strerror(errno) : "the file became shorter", ")"));
+    at += static_cast<std::size_t>(got);
+  }
+}
+
+/// A whole file's bytes (read_file_into into a new vector).
+inline std::vector<std::uint8_t> read_file(const std::filesystem::path& path,
+                                           std::uint64_t max_bytes = std::uint64_t{1} << 31) {
+  std::vector<std::uint8_t> bytes;
+  read_file_into(path, bytes, max_bytes);
   return bytes;
 }
 

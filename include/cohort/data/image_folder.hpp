@@ -35,6 +35,7 @@
 /// other classes (or in another order) is refused.
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
@@ -106,17 +107,6 @@ struct SkippedFile {
 
 namespace detail {
 
-inline std::string names_list(const std::vector<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + in_quotes(n);
-  return s;
-}
-
-inline std::string lower_extension(const std::filesystem::path& p) {
-  std::string ext = p.extension().string();
-  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return ext;
-}
 inline bool decodable_extension(const std::string& ext) { return ext == ".png" || ext == ".jpg" || ext == ".jpeg"; }
 /// torchvision's IMG_EXTENSIONS that cohort does not decode: refused rather than silently
 /// dropped, so the sample list never differs from torchvision's without a word.
@@ -138,7 +128,7 @@ inline std::vector<std::filesystem::path> class_files(const std::filesystem::pat
     std::error_code fec;
     if (it->is_directory(fec)) continue;
     const fs::path& p = it->path();
-    const std::string ext = lower_extension(p);
+    const std::string ext = lower_extension(p.native());
     if (decodable_extension(ext) || other_image_extension(ext))
       found.emplace_back(p.parent_path().string(), p.filename().string());
   }
@@ -180,7 +170,7 @@ class ImageFolder {
     if (o.normalization.channels() != 0 && o.normalization.channels() != C)
       throw ValueError(detail::concat("ImageFolder: the network's input ", InputShape::str(), " has ", C,
                                       " channel(s), the normalisation has ", o.normalization.channels()));
-    for (std::size_t c = 0; c < C; ++c) (void)o.normalization.table(c); // a bad std is an error now
+    f.tables_ = detail::normalization_tables(o.normalization, C); // a bad std is an error now
 
     std::error_code ec;
     if (!fs::is_directory(root, ec))
@@ -209,7 +199,7 @@ class ImageFolder {
     }
     if (!empty.empty())
       throw IoError(detail::concat(root.string(), ": no image in the class director", empty.size() > 1 ? "ies " : "y ",
-                                   detail::names_list(empty), " (cohort reads .png, .jpg and .jpeg files)"));
+                                   detail::quoted_list(empty), " (cohort reads .png, .jpg and .jpeg files)"));
     f.classes_ = std::move(classes);
     f.workers_ = std::make_unique<detail::DecodeWorkers>(o.workers);
     f.check_files(files, labels);
@@ -233,11 +223,10 @@ class ImageFolder {
   /// torchvision pipeline would hold (for tests and inspection).
   Image8 transformed_image(std::size_t i, const SampleDraw& draw = {}) const {
     const auto& o = options_;
-    const std::string name = files_[i].string();
     Image8 img = decoded(i);
     switch (o.crop) {
     case FolderCrop::center:
-      img = center_crop(img, H, W);
+      if (img.width != W || img.height != H) img = center_crop(img, H, W);
       break;
     case FolderCrop::random_resized: {
       const AugmentRandom rng(draw.seed, draw.epoch, i, crop_stream);
@@ -246,10 +235,7 @@ class ImageFolder {
       break;
     }
     case FolderCrop::none:
-      if (img.width != W || img.height != H)
-        throw ShapeError(detail::concat(name, ": the image is ", img.width, "x", img.height, " (width x height)",
-                                        o.resize ? " after the resize" : "", ", the network's input is ",
-                                        InputShape::str(), "; crop it (FolderCrop::center) or resize it"));
+      check_uncropped_size(files_[i], img.width, img.height);
       break;
     }
     if (o.horizontal_flip && AugmentRandom(draw.seed, draw.epoch, i, flip_stream).uniform(0) < 0.5f)
@@ -268,7 +254,7 @@ class ImageFolder {
         throw ValueError(detail::concat("ImageFolder::load_samples: sample ", i, " of a folder of ", files_.size()));
     workers_->run(indices.size(), [&](std::size_t k) {
       const Image8 img = transformed_image(indices[k], draw);
-      to_normalized_chw(img, options_.normalization, out.subspan(k * InputShape::size, InputShape::size));
+      detail::normalize_chw(img, tables_, out.subspan(k * InputShape::size, InputShape::size));
     });
   }
 
@@ -293,7 +279,7 @@ class ImageFolder {
   Image8 decoded(std::size_t i) const {
     const auto& o = options_;
     if (o.cache && is_cached_[i]) return cached_[i];
-    Image8 img = read_image(files_[i], C, o.limits);
+    Image8 img = decode_image(read_into_thread_buffer(files_[i]), C, files_[i].native(), o.limits);
     if (o.resize) img = resize_shorter_side(img, o.resize);
     if (o.cache) {
       cached_[i] = img;
@@ -334,23 +320,36 @@ class ImageFolder {
 
   void check_file(const std::filesystem::path& p) const {
     const auto& o = options_;
-    const std::string ext = detail::lower_extension(p);
+    const std::string ext = detail::lower_extension(p.native());
     if (!detail::decodable_extension(ext))
       throw FormatError(detail::concat(p.string(), ": ", ext,
                                        " images are not decoded by cohort (PNG and JPEG are); convert the file or move "
                                        "it out of the folder"));
     if (o.check == FolderCheck::none) return;
-    const std::vector<std::uint8_t> bytes = read_file(p);
-    const ImageInfo info = read_image_info(bytes, p.string(), o.limits);
-    if (o.check == FolderCheck::decode) (void)decode_image(bytes, C, p.string(), o.limits);
+    const std::span<const std::uint8_t> bytes = read_into_thread_buffer(p);
+    const ImageInfo info = read_image_info(bytes, p.native(), o.limits);
+    if (o.check == FolderCheck::decode) (void)decode_image(bytes, C, p.native(), o.limits);
     if (o.crop == FolderCrop::none) {
       std::size_t w = info.width, h = info.height;
       if (o.resize) std::tie(w, h) = shorter_side_size(w, h, o.resize);
-      if (w != W || h != H)
-        throw ShapeError(detail::concat(p.string(), ": the image is ", w, "x", h, " (width x height)",
-                                        o.resize ? " after the resize" : "", ", the network's input is ",
-                                        InputShape::str(), "; crop it (FolderCrop::center) or resize it"));
+      check_uncropped_size(p, w, h);
     }
+  }
+
+  /// File `p`'s bytes in this thread's buffer (valid until its next call on this thread): a
+  /// worker decoding thousands of small files allocates once, not per file.
+  static std::span<const std::uint8_t> read_into_thread_buffer(const std::filesystem::path& p) {
+    thread_local std::vector<std::uint8_t> bytes;
+    read_file_into(p, bytes);
+    return bytes;
+  }
+
+  /// FolderCrop::none: the image (after the resize) must be the network's H x W.
+  void check_uncropped_size(const std::filesystem::path& p, std::size_t w, std::size_t h) const {
+    if (w != W || h != H)
+      throw ShapeError(detail::concat(p.string(), ": the image is ", w, "x", h, " (width x height)",
+                                      options_.resize ? " after the resize" : "", ", the network's input is ",
+                                      InputShape::str(), "; crop it (FolderCrop::center) or resize it"));
   }
 
   std::filesystem::path root_;
@@ -359,6 +358,7 @@ class ImageFolder {
   std::vector<std::filesystem::path> files_;
   std::vector<std::int32_t> labels_;
   std::vector<SkippedFile> skipped_;
+  std::vector<std::array<float, 256>> tables_; // options.normalization per channel (detail::normalize_chw)
   std::unique_ptr<detail::DecodeWorkers> workers_;
   // options.cache: image i's decoded (and resized) pixels once decoded. A batch's workers write
   // distinct entries, and batches run one at a time (DecodeWorkers::run), so no lock is needed.

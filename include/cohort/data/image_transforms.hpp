@@ -15,6 +15,7 @@
 ///     cohort::to_normalized_chw(img, cohort::Normalization{}, x);
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -259,6 +260,28 @@ inline void flip_horizontal(Image8& img) noexcept {
   }
 }
 
+namespace detail {
+/// The normalisation of each of `channels` channels as a lookup table (pixel value -> float):
+/// made once per data set instead of once per image. ValueError for a bad std.
+inline std::vector<std::array<float, 256>> normalization_tables(const Normalization& norm, std::size_t channels) {
+  std::vector<std::array<float, 256>> tables(channels);
+  for (std::size_t c = 0; c < channels; ++c) tables[c] = norm.table(c);
+  return tables;
+}
+
+/// to_normalized_chw through tables made beforehand; the sizes are the caller's to get right
+/// (one table per channel, C * H * W floats).
+inline void normalize_chw(const Image8& img, std::span<const std::array<float, 256>> tables, std::span<float> out) {
+  const std::size_t C = img.channels, plane = img.width * img.height;
+  for (std::size_t c = 0; c < C; ++c) {
+    const std::array<float, 256>& table = tables[c];
+    float* dst = out.data() + c * plane;
+    const std::uint8_t* src = img.pixels.data() + c;
+    for (std::size_t i = 0; i < plane; ++i) dst[i] = table[src[i * C]];
+  }
+}
+} // namespace detail
+
 /// ToTensor + Normalize: channel c of pixel (y, x) becomes out[(c * H + y) * W + x] =
 /// (v / 255 - mean_c) / std_c in float, exactly as torchvision computes it. ShapeError if `out`
 /// is not C * H * W floats or the normalisation has another channel count.
@@ -270,12 +293,7 @@ inline void to_normalized_chw(const Image8& img, const Normalization& norm, std:
   if (norm.channels() != 0 && norm.channels() != C)
     throw ShapeError(
         detail::concat("to_normalized_chw: the image has ", C, " channel(s), the normalisation has ", norm.channels()));
-  for (std::size_t c = 0; c < C; ++c) {
-    const auto table = norm.table(c);
-    float* dst = out.data() + c * plane;
-    const std::uint8_t* src = img.pixels.data() + c;
-    for (std::size_t i = 0; i < plane; ++i) dst[i] = table[src[i * C]];
-  }
+  detail::normalize_chw(img, detail::normalization_tables(norm, C), out);
 }
 
 } // namespace cohort

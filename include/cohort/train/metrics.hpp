@@ -35,7 +35,8 @@ struct EpochMetrics {
   double epoch_seconds = 0, train_loss = 0, samples_per_s = 0;
   std::optional<double> test_accuracy, test_loss;
   std::uint64_t skipped_steps = 0;
-  double loss_scale = 0; // fp16's scale after the epoch; 0: none (null)
+  std::optional<std::size_t> skipped_files; // files the training set left out (EpochReport::skipped_files)
+  double loss_scale = 0;                    // fp16's scale after the epoch; 0: none (null)
 };
 
 namespace detail {
@@ -65,6 +66,7 @@ inline void append_metrics(const std::filesystem::path& path, const EpochMetrics
       << ", \"train_loss\": " << json_number(m.train_loss) << ", \"test_accuracy\": " << json_number(m.test_accuracy)
       << ", \"test_loss\": " << json_number(m.test_loss) << ", \"samples_per_s\": " << json_number(m.samples_per_s)
       << ", \"precision\": " << json_quote(m.precision) << ", \"skipped_steps\": " << m.skipped_steps
+      << ", \"skipped_files\": " << (m.skipped_files ? std::to_string(*m.skipped_files) : std::string("null"))
       << ", \"loss_scale\": " << (m.loss_scale > 0 ? json_number(m.loss_scale) : std::string("null")) << "}\n";
   if (!out) throw IoError(detail::concat(path.string(), ": writing the metrics failed"));
 }

@@ -158,6 +158,7 @@ class Trainer {
     const EpochPlan plan = plan_epoch(train.size());
     EpochReport r;
     r.epoch = state_.epoch;
+    if constexpr (requires { train.skipped().size(); }) r.skipped_files = train.skipped().size();
     double loss_sum = 0;
     const typename decltype(batches_)::StopScope stop_prefetch{batches_}; // nothing gathered past the epoch
     std::optional<detail::ProgressBar> bar;
@@ -375,9 +376,10 @@ class Trainer {
     double loss = 0;
     for (std::size_t i = 0; i < group; ++i, ++b) {
       const std::size_t count = std::min(bs, plan.local - b * bs);
-      const std::size_t slot = batches_.load(train, b, plan.batches, plan.local, bs,
-                                             detail::prefetch_pays<typename Parallel::backend, Train>(options_),
-                                             {&options_.augment, state_.seed, state_.epoch});
+      const std::size_t ahead =
+          detail::prefetch_pays<typename Parallel::backend, Train>(options_) ? options_.prefetch_batches : 0;
+      const std::size_t slot =
+          batches_.load(train, b, plan.batches, plan.local, bs, ahead, {&options_.augment, state_.seed, state_.epoch});
       loss += engine_.step({batches_.images(slot), count}, std::span<const std::int32_t>(batches_.labels(slot), count),
                            {.step = state_.step, .forward_pass = state_.forward_passes, .index = i, .count = group});
       ++state_.forward_passes;
@@ -430,6 +432,7 @@ class Trainer {
                                       .test_accuracy = r.test_accuracy,
                                       .test_loss = r.test_loss,
                                       .skipped_steps = engine_.skipped_steps(),
+                                      .skipped_files = r.skipped_files,
                                       .loss_scale = engine_.loss_scale()});
   }
 

@@ -82,6 +82,10 @@ struct TrainerOptions {
   /// plain copy is cheaper in line than on a thread competing with the step's). The batches are
   /// the same either way.
   bool prefetch = true;
+  /// How many batches the background thread may prepare ahead of the step (PyTorch's
+  /// prefetch_factor): a bounded queue that absorbs batches slower to decode than others (large
+  /// JPEGs). Each costs one batch of host memory; 0 is prefetch = false.
+  std::size_t prefetch_batches = 2;
   /// Transforms applied to every training image (not to evaluation), in the batch buffer, keyed
   /// by (seed, epoch, dataset sample index): the same images for every policy, replica count,
   /// world size and prefetch setting, and after a resume (data/augment.hpp). Empty: none.
@@ -121,11 +125,14 @@ struct EpochReport {
   std::size_t steps = 0, samples = 0;
   double seconds = 0, samples_per_s = 0, train_loss = 0;
   std::optional<double> test_accuracy, test_loss;
+  /// The training set's files left out when it was opened (ImageFolder's BadFiles::skip: its
+  /// skipped() list); empty for data sets that cannot skip.
+  std::optional<std::size_t> skipped_files;
 };
 
 /// The line a Trainer prints after each epoch: "epoch 0: 12.34 s, 4860 samples/s, mean
 /// training loss 0.512345, test accuracy 86.68%" (" (partial)" after the epoch number when
-/// max_steps stopped it).
+/// max_steps stopped it; ", 3 bad file(s) skipped" when the training set left files out).
 inline void print_epoch_line(std::ostream& out, const EpochReport& r) {
   char line[200];
   std::snprintf(line, sizeof line, "epoch %llu%s: %.2f s, %.0f samples/s, mean training loss %.6f",
@@ -136,6 +143,7 @@ inline void print_epoch_line(std::ostream& out, const EpochReport& r) {
     std::snprintf(line, sizeof line, ", test accuracy %.2f%%", *r.test_accuracy);
     out << line;
   }
+  if (r.skipped_files.value_or(0) > 0) out << ", " << *r.skipped_files << " bad file(s) skipped";
   out << std::endl;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 /// \file
-/// Where a Trainer's batches wait in host memory before a step reads them: two slots, so that
-/// batch b + 1 can be gathered (and augmented) on a background thread while the step trains on
-/// batch b (PyTorch's DataLoader worker with pin_memory). Staging is the slots' allocator:
+/// Where a Trainer's batches wait in host memory before a step reads them: 1 + `ahead` slots, so
+/// that batches b + 1 .. b + ahead can be gathered (and augmented, or decoded) on a background
+/// thread while the step trains on batch b (PyTorch's DataLoader worker with pin_memory and
+/// prefetch_factor; TrainerOptions::prefetch_batches). Staging is the slots' allocator:
 /// page-locked memory on Cuda (train/detail/staging_allocator.hpp).
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -87,41 +89,51 @@ class BatchStaging {
   }
 
   /// Batch b of the epoch (`local` samples of order(), `size` per batch) in a slot; returns the
-  /// slot. With `prefetch`, batch b + 1 is then gathered into the other slot on the background
-  /// thread while the caller trains on b. The slot it overwrites held batch b - 1, whose step
-  /// has returned, and a step returns only after it has read its batch (CPU engines read host
-  /// memory synchronously; a device step's batch reached the device: the loss is read back
-  /// after the copy, on the same stream).
+  /// slot. With `ahead` > 0, batches up to b + ahead are then gathered, in order, into the other
+  /// slots on the background thread while the caller trains on b. The slot batch b + ahead
+  /// overwrites held batch b - 1, whose step has returned, and a step returns only after it has
+  /// read its batch (CPU engines read host memory synchronously; a device step's batch reached
+  /// the device: the loss is read back after the copy, on the same stream).
   template <class Data>
   std::size_t load(const Data& data, std::size_t b, std::size_t batches, std::size_t local, std::size_t size,
-                   bool prefetch, const Augment& augment) {
+                   std::size_t ahead, const Augment& augment) {
     const auto indices = [this, local, size](std::size_t k) {
       const std::size_t first = k * size;
       return std::span<const std::size_t>(order_.data() + first, std::min(size, local - first));
     };
-    if (!prefetch) {
+    if (ahead == 0) {
       gather(data, indices(b), 0, augment);
       return 0;
     }
-    const std::size_t slot = b % 2;
-    if (prefetched_ == b)
-      prefetcher_.wait();
-    else
-      gather(data, indices(b), slot, augment); // the epoch's first batch (or the first after resuming)
-    prefetched_ = no_batch;
-    if (b + 1 < batches) {
-      prefetcher_.submit(
-          [this, &data, indices, augment, next = b + 1] { gather(data, indices(next), next % 2, augment); });
-      prefetched_ = b + 1;
+    if (!prefetcher_ || prefetcher_->depth() != ahead) {
+      stop();
+      prefetcher_ = std::make_unique<BatchPrefetcher>(ahead);
     }
+    const std::size_t slots = ahead + 1, slot = b % slots;
+    if (x_.size() < slots) {
+      x_.resize(slots);
+      y_.resize(slots);
+    }
+    if (queued_first_ == b && queued_end_ > b) {
+      ++queued_first_;
+      prefetcher_->wait_next();
+    } else {
+      stop(); // nothing queued is batch b (an epoch's first batch, or the first after resuming)
+      gather(data, indices(b), slot, augment);
+      queued_first_ = queued_end_ = b + 1;
+    }
+    for (; queued_end_ < batches && queued_end_ <= b + ahead; ++queued_end_)
+      prefetcher_->submit([this, &data, indices, augment, slots, next = queued_end_] {
+        gather(data, indices(next), next % slots, augment);
+      });
     return slot;
   }
 
-  /// Lets the batch being gathered finish (its error, if any, no longer matters): the job reads
-  /// the epoch's order and training set, and writes a slot.
+  /// Lets the batches being gathered finish (their errors, if any, no longer matter): the jobs
+  /// read the epoch's order and training set, and write slots.
   void stop() noexcept {
-    prefetcher_.drain();
-    prefetched_ = no_batch;
+    if (prefetcher_) prefetcher_->drain();
+    queued_first_ = queued_end_ = no_batch;
   }
   /// stop() when an epoch ends, by an exception too.
   struct StopScope {
@@ -133,10 +145,11 @@ class BatchStaging {
   static constexpr std::size_t no_batch = std::numeric_limits<std::size_t>::max();
   std::function<void()> activate_;
   std::vector<std::size_t> order_;
-  std::array<HostBuffer<float, Staging>, 2> x_; // slot 0 unless prefetching
-  std::array<HostBuffer<std::int32_t, Staging>, 2> y_;
-  BatchPrefetcher prefetcher_;        // after the slots: destroyed first, its job writes them
-  std::size_t prefetched_ = no_batch; // the batch the prefetcher gathers (no_batch: none)
+  std::vector<HostBuffer<float, Staging>> x_{1}; // slot 0 unless prefetching; 1 + ahead slots when it does
+  std::vector<HostBuffer<std::int32_t, Staging>> y_{1};
+  std::unique_ptr<BatchPrefetcher> prefetcher_; // after the slots: destroyed first, its jobs write them
+  // The batches queued on the prefetcher: [queued_first_, queued_end_) (no_batch: none).
+  std::size_t queued_first_ = no_batch, queued_end_ = no_batch;
 };
 
 } // namespace cohort::detail

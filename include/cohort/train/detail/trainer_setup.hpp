@@ -21,17 +21,7 @@
 
 namespace cohort::detail {
 
-inline std::string class_list_string(std::span<const std::string> names) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (i == 6 && names.size() > 8) {
-      s += concat(", ... (", names.size(), " in all)");
-      break;
-    }
-    s += (i ? ", " : "") + in_quotes(names[i]);
-  }
-  return s + "]";
-}
+inline std::string class_list_string(std::span<const std::string> names) { return "[" + quoted_list(names) + "]"; }
 
 /// The class list of a dataset that names its classes (ImageFolder) against the one the model
 /// was trained on: recorded in `state` (and `names`) by the first fit, checked afterwards and
