@@ -51,12 +51,14 @@ struct FirstN {
   }
 };
 
-bool prefetch = true; // --no-prefetch: gather (and decode) on the training thread, between steps
+bool prefetch = true;             // --no-prefetch: gather (and decode) on the training thread, between steps
+std::size_t prefetch_batches = 2; // --prefetch-batches: TrainerOptions::prefetch_batches
 
 template <class Net, class Opt, class Data>
 std::vector<double> epoch_seconds(const Data& data, Opt opt, std::size_t repeats) {
-  Trainer<Net, Opt> t(std::move(opt),
-                      {.batch_size = 128, .threads = 2, .seed = 1, .log = nullptr, .prefetch = prefetch});
+  TrainerOptions o{.batch_size = 128, .threads = 2, .seed = 1, .log = nullptr, .prefetch = prefetch};
+  o.prefetch_batches = prefetch_batches;
+  Trainer<Net, Opt> t(std::move(opt), o);
   std::vector<double> s;
   for (std::size_t r = 0; r <= repeats; ++r) s.push_back(t.fit_epoch(data).seconds);
   s.erase(s.begin()); // the untimed first epoch
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
   bool cache = false, no_prefetch = false;
   train->add_flag("--no-prefetch", no_prefetch, "TrainerOptions::prefetch = false");
   train->add_flag("--cache", cache, "ImageFolderOptions::cache: decode each file once");
+  train->add_option("--prefetch-batches", prefetch_batches, "TrainerOptions::prefetch_batches");
   auto* decode = app.add_subcommand("decode", "decode + RandomResizedCrop(224) rate of a JPEG folder");
   decode->add_option("--root", root)->required();
   decode->add_option("--workers", workers);
@@ -112,9 +115,9 @@ int main(int argc, char** argv) {
     }
     const double steps = double((samples + 127) / 128);
     std::printf("{\"bench\": \"image_folder_train\", \"model\": \"%s\", \"source\": \"%s\", \"workers\": %zu, "
-                "\"samples\": %zu, \"step_ms\": %.3f, \"epoch_s\": [",
+                "\"prefetch_batches\": %zu, \"samples\": %zu, \"step_ms\": %.3f, \"epoch_s\": [",
                 model.c_str(), (source + (cache ? "-cached" : "") + (no_prefetch ? "-serial" : "")).c_str(), workers,
-                samples, 1e3 * median(s) / steps);
+                no_prefetch ? 0 : prefetch_batches, samples, 1e3 * median(s) / steps);
     for (std::size_t i = 0; i < s.size(); ++i) std::printf("%s%.4f", i ? ", " : "", s[i]);
     std::printf("], \"peak_rss_mib\": %.1f}\n", bench::peak_rss_mib());
     return 0;
