@@ -25,6 +25,7 @@
 #include <cohort/models/torchvision_resnet.hpp>
 #include <cohort/network/predict.hpp>
 #include <cohort/optim/optimizer_variant.hpp>
+#include <cohort/optim/weight_average.hpp>
 #include <cohort/parallel/device_assignment.hpp>
 #include <cohort/parallel/signature.hpp>
 #if defined(COHORT_WITH_IMAGE) // the image component (cohort::image): libpng, libjpeg
@@ -413,6 +414,26 @@ template void example_train_weight_names(cohort::Network<cohort::models::ModelB>
   cohort::save_weights("out.safetensors", net.parameters(),
                        cohort::inverted(cohort::models::torchvision_names<cohort::models::ResNet18<>>()));
   //! [models/torchvision_resnet]
+}
+
+namespace example_optim_weight_average {
+using Net = models::ModelB;
+[[maybe_unused]] void example() {
+  //! [optim/weight_average]
+  cohort::Network<Net> net(0);
+  cohort::WeightAverage<Net> ema({.decay = 0.99});
+  // ... after each optimiser step:
+  ema.update(net.parameters());
+  // ema.parameters(): the averaged state_dict, to evaluate, predict with or save
+  //! [optim/weight_average]
+}
+} // namespace example_optim_weight_average
+
+[[maybe_unused]] void example_optim_ema_options() {
+  //! [optim/ema_options]
+  cohort::TrainerOptions o{.ema = cohort::EmaOptions{.decay = 0.99, .every = 5}};
+  //! [optim/ema_options]
+  (void)o;
 }
 
 [[maybe_unused]] void example_network_predict(cohort::Network<cohort::models::ModelA>& net,

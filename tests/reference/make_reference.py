@@ -463,10 +463,45 @@ def make_resnet(out, batch=8, seed=0):
                                            "stride": 7, "large": 4096})
 
 
+# ----------------------------------------------------------------------------------------------
+# Weight averaging (optim/weight_average.hpp): torch's AveragedModel with get_ema_multi_avg_fn,
+# use_buffers=True, on a small convolution + BatchNorm + Linear network's state_dict
+# (parameters, running statistics, counters; the C++ test's Sequential has the same names).
+
+def make_weight_average(out):
+    """snap{k}.<name>: the model's state before update k; ema{k}.<name>: the average after it.
+    decay 0.9 (lerp's small-weight branch) and 0.3 (its large-weight branch); 5 updates, the
+    first of which copies. Tensor lengths 3, 5, 27 and 135 cover ATen's vector loop and its
+    scalar tail."""
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+    for decay in (0.9, 0.3):
+        g = rng(300 + int(decay * 10))
+        model = nn.Sequential(nn.Conv2d(1, 3, 3), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten(), nn.Linear(27, 5))
+        avg = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
+        tensors = {}
+        for k in range(5):
+            with torch.no_grad():
+                for name, v in model.state_dict().items():
+                    if v.dtype.is_floating_point:
+                        scale = 1.0 + 3.0 * k if "running_var" not in name else 1.0
+                        v.copy_(torch.from_numpy(randn(g, *v.shape, scale=scale)))
+                        if "running_var" in name:
+                            v.abs_().add_(0.1)
+                    else:
+                        v.fill_(int(g.integers(0, 1000)))
+            avg.update_parameters(model)
+            for name, v in model.state_dict().items():
+                tensors[f"snap{k}.{name}"] = t2n(v)
+            for name, v in avg.module.state_dict().items():
+                tensors[f"ema{k}.{name}"] = t2n(v)
+        save(out, f"weight_average_{int(decay * 10)}", tensors, {"decay": decay, "updates": 5})
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
-    ap.add_argument("--only", nargs="*", choices=["layers", "blocks", "losses", "optimizers", "models", "resnet"],
+    ap.add_argument("--only", nargs="*", choices=["layers", "blocks", "losses", "optimizers", "models", "resnet",
+                                                    "weight_average"],
                     help="write only these groups of fixtures")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -474,7 +509,7 @@ def main():
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(0)
     makers = {"layers": make_layers, "blocks": make_blocks, "losses": make_losses, "optimizers": make_optimizers,
-              "models": make_models, "resnet": make_resnet}
+              "models": make_models, "resnet": make_resnet, "weight_average": make_weight_average}
     for key, make in makers.items():
         if not args.only or key in args.only:
             make(args.out)

@@ -36,6 +36,7 @@
 #include "cohort/core/error.hpp"
 #include "cohort/io/safetensors.hpp"
 #include "cohort/network/parameters.hpp"
+#include "cohort/optim/weight_average.hpp"
 #include "cohort/precision/half.hpp"
 #include "cohort/train/error_feedback_state.hpp"
 #include "cohort/train/weight_names.hpp"
@@ -91,6 +92,15 @@ inline std::vector<std::string> checkpoint_class_names(const SafetensorsFile& f)
 }
 
 namespace detail {
+
+/// A weight-average tensor's name in a checkpoint.
+inline std::string ema_key(const std::string& name) { return "ema." + name; }
+/// A double in 17 significant digits: it reads back as the same value.
+inline std::string exact_decimal(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
 
 inline std::string shape_str(const std::vector<std::size_t>& s) {
   if (s.empty()) return "scalar";
@@ -272,10 +282,12 @@ LoadReport load_weights(const std::filesystem::path& path, Params& p, const Load
 }
 
 /// Writes weights, optimiser state and the trainer's position atomically; with `ef`, error
-/// feedback's residuals too (train/error_feedback_state.hpp).
+/// feedback's residuals too (train/error_feedback_state.hpp); with `ema`, the weight average
+/// (its tensors as "ema." + name, its settings and count in the metadata).
 template <class Params, class Opt>
 void save_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, const TrainerState& s,
-                     const ErrorFeedbackState* ef = nullptr, std::span<const std::string> class_names = {}) {
+                     const ErrorFeedbackState* ef = nullptr, std::span<const std::string> class_names = {},
+                     WeightAverage<typename Params::net_type>* ema = nullptr) {
   SafetensorsWriter w;
   w.set_metadata("format", "pt");
   w.set_metadata("cohort.network", Params::net_type::signature());
@@ -312,14 +324,24 @@ void save_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, con
   if (ef && !ef->empty())
     w.add(std::string(ef->tensor_name()), DType::f32, {ef->rows, ef->row_size}, ef->values.data(),
           ef->values.size() * sizeof(float));
+  if (ema) {
+    w.set_metadata("cohort.ema.decay", detail::exact_decimal(ema->options().decay));
+    w.set_metadata("cohort.ema.every", std::to_string(ema->options().every));
+    w.set_metadata("cohort.ema.n_averaged", std::to_string(ema->n_averaged()));
+    for (const TensorRef& t : ema->parameters().state_dict())
+      w.add(detail::ema_key(t.name), t.dtype, t.shape, t.data, t.bytes());
+  }
   w.write(path);
 }
 
 /// Loads a checkpoint written by save_checkpoint into `p` and `opt` and returns the trainer's
 /// position; error feedback's residuals, if the file has them, into `ef` (if given; ignored
-/// otherwise). Throws CheckpointError listing every mismatch (nothing is changed then).
+/// otherwise); the weight average into `ema` (a file with one and a trainer without, or the
+/// other way round, or other settings, is a mismatch: the run would not continue exactly).
+/// Throws CheckpointError listing every mismatch (nothing is changed then).
 template <class Params, class Opt>
-TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt, ErrorFeedbackState* ef = nullptr) {
+TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt, ErrorFeedbackState* ef = nullptr,
+                             WeightAverage<typename Params::net_type>* ema = nullptr) {
   const std::filesystem::path& path = f.path();
   std::vector<std::string> problems;
   detail::check_model_tensors(f, p, problems);
@@ -384,6 +406,35 @@ TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt, Erro
         problems.push_back(detail::concat(name, ": ", dtype_name(e->dtype), " ", detail::shape_str(e->shape),
                                           " in the file, F32 (rows, values) expected"));
     }
+  const bool file_has_ema = f.metadata().count("cohort.ema.n_averaged") != 0;
+  std::uint64_t ema_count = 0;
+  if (file_has_ema && !ema)
+    problems.push_back("the checkpoint holds a weight average (TrainerOptions::ema) and this trainer keeps none");
+  if (!file_has_ema && ema)
+    problems.push_back("this trainer keeps a weight average (TrainerOptions::ema) and the checkpoint has none: the run "
+                       "would not continue exactly");
+  if (file_has_ema && ema) {
+    ema_count = detail::metadata_u64(f, "cohort.ema.n_averaged", problems);
+    const std::uint64_t every = detail::metadata_u64(f, "cohort.ema.every", problems);
+    const auto decay = f.metadata().find("cohort.ema.decay");
+    if (decay == f.metadata().end() || decay->second != detail::exact_decimal(ema->options().decay) ||
+        every != ema->options().every)
+      problems.push_back(detail::concat("weight average: the checkpoint's decay ",
+                                        decay == f.metadata().end() ? "(missing)" : decay->second, ", every ", every,
+                                        "; this trainer's decay ", detail::exact_decimal(ema->options().decay),
+                                        ", every ", ema->options().every));
+    for (const TensorRef& t : ema->parameters().state_dict()) {
+      const std::string key = detail::ema_key(t.name);
+      known.push_back(key);
+      const SafetensorsEntry* e = f.find(key);
+      if (!e)
+        problems.push_back(key + ": missing");
+      else if (e->dtype != t.dtype || e->shape != t.shape)
+        problems.push_back(detail::concat(key, ": ", dtype_name(e->dtype), " ", detail::shape_str(e->shape),
+                                          " in the file, ", dtype_name(t.dtype), " ", detail::shape_str(t.shape),
+                                          " expected"));
+    }
+  }
   for (const auto& e : f.entries())
     if (std::find(known.begin(), known.end(), e.name) == known.end() &&
         (same_optimizer || e.name.rfind("optimizer.", 0) != 0))
@@ -397,6 +448,13 @@ TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt, Erro
       std::memcpy(data, bytes.data(), bytes.size());
     });
   opt.set_steps(opt_steps);
+  if (ema && file_has_ema) {
+    for (const TensorRef& t : ema->parameters().state_dict()) {
+      const auto bytes = f.bytes(f.at(detail::ema_key(t.name)));
+      std::memcpy(t.data, bytes.data(), bytes.size());
+    }
+    ema->set_n_averaged(ema_count);
+  }
   if (ef && residuals) {
     ef->layout = residuals->name == ErrorFeedbackState::per_chunk_tensor ? ErrorFeedbackState::Layout::per_chunk
                                                                          : ErrorFeedbackState::Layout::per_rank;
@@ -406,8 +464,9 @@ TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt, Erro
   return s;
 }
 template <class Params, class Opt>
-TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, ErrorFeedbackState* ef = nullptr) {
-  return load_checkpoint(SafetensorsFile::read(path), p, opt, ef);
+TrainerState load_checkpoint(const std::filesystem::path& path, Params& p, Opt& opt, ErrorFeedbackState* ef = nullptr,
+                             WeightAverage<typename Params::net_type>* ema = nullptr) {
+  return load_checkpoint(SafetensorsFile::read(path), p, opt, ef, ema);
 }
 
 } // namespace cohort

@@ -30,6 +30,7 @@
 #include "cohort/data/sampler.hpp"
 #include "cohort/network/predict.hpp"
 #include "cohort/optim/optimizer.hpp"
+#include "cohort/optim/weight_average.hpp"
 #include "cohort/parallel/policy.hpp"
 #include "cohort/parallel/single_device.hpp"
 #include "cohort/parallel/threaded_replicas.hpp"
@@ -83,6 +84,15 @@ class Trainer {
     // The run's seed and shuffle flag live in state_ from here on (a checkpoint carries them).
     state_.seed = options_.seed;
     state_.shuffle = options_.shuffle;
+    if (options_.ema) {
+      if constexpr (ema_supported)
+        ema_.emplace(*options_.ema);
+      else
+        throw ValueError(detail::concat("Trainer: TrainerOptions::ema is kept for full-precision CPU policies "
+                                        "(SingleDevice<>, ThreadedReplicas<N>); this trainer (",
+                                        Parallel::name, ", ", Precision::name,
+                                        ") keeps its parameters on a device, in 16 bits or in several processes"));
+    }
   }
 
   /// The single-device network (SingleDevice policy only; use parameters() otherwise).
@@ -171,6 +181,7 @@ class Trainer {
         break;
       }
       const double loss = optimiser_step(train, plan, r);
+      if (ema_ && state_.step % ema_->options().every == 0) update_average();
       loss_sum += loss;
       ++r.steps;
       if (bar) {
@@ -194,7 +205,8 @@ class Trainer {
     r.train_loss = r.steps ? loss_sum / double(r.steps) : 0;
     finish_epoch(r, plan);
     if (test) {
-      const EvalReport e = evaluate(*test);
+      const bool average = ema_ && ema_->options().evaluate && ema_->n_averaged() > 0;
+      const EvalReport e = average ? evaluate_ema(*test) : evaluate(*test);
       r.test_accuracy = e.accuracy;
       r.test_loss = e.loss;
     }
@@ -234,6 +246,29 @@ class Trainer {
     return e;
   }
 
+  /// The weight average (TrainerOptions::ema), or nullptr when this trainer keeps none.
+  const WeightAverage<Net>* ema() const noexcept { return ema_ ? &*ema_ : nullptr; }
+
+  /// evaluate() with the weight average's weights, running statistics and counters in place of
+  /// the trained ones (swapped in for the evaluation and back, also on an exception). ValueError
+  /// without TrainerOptions::ema or before its first update.
+  template <class Data>
+  requires ClassificationData<Data, input_shape> EvalReport evaluate_ema(const Data& data) {
+    if (!ema_) throw ValueError("Trainer::evaluate_ema: this trainer keeps no weight average (TrainerOptions::ema)");
+    if (ema_->n_averaged() == 0)
+      throw ValueError("Trainer::evaluate_ema: the weight average has no update yet (it starts after the first step)");
+    if constexpr (ema_supported) {
+      struct Swapped {
+        Trainer& t;
+        explicit Swapped(Trainer& trainer) : t(trainer) { t.swap_in_average(); }
+        ~Swapped() { t.swap_in_average(); }
+      } swapped(*this);
+      return evaluate(data);
+    } else {
+      return {};
+    }
+  }
+
   /// predict() (network/predict.hpp) with this trainer's weights and running statistics, in
   /// chunks of eval_batch_size (at most batch_size): scores or probabilities for N samples (N * input size floats),
   /// N * classes floats. Runs on a CPU copy of the network: float trainers whose parameters are
@@ -260,7 +295,8 @@ class Trainer {
     engine_.export_state(state_);
     const ErrorFeedbackState ef = detail::gathered_error_feedback(engine_); // ProcessGroupDDP's, at rank 0
     engine_.barrier("the barrier before saving a checkpoint");
-    if (engine_.rank() == 0) save_checkpoint(path, parameters(), optimizer(), state_, &ef, class_names_);
+    if (engine_.rank() == 0)
+      save_checkpoint(path, parameters(), optimizer(), state_, &ef, class_names_, ema_ ? &*ema_ : nullptr);
     engine_.barrier("the barrier after saving a checkpoint");
   }
   /// Continues from a checkpoint written by save(), by any policy and world size. Throws
@@ -274,7 +310,7 @@ class Trainer {
     if (engine_.rank() == 0) {
       try {
         const SafetensorsFile f = SafetensorsFile::read(path);
-        s = load_checkpoint(f, parameters(), optimizer(), &ef);
+        s = load_checkpoint(f, parameters(), optimizer(), &ef, ema_ ? &*ema_ : nullptr);
         names = checkpoint_class_names(f);
       } catch (const Error& e) {
         error = e.what();
@@ -327,6 +363,26 @@ class Trainer {
         if constexpr (requires(Opt & x) { x.set_momentum(0.9); })
           if (const auto m = options_.lr_schedule.momentum(t)) set_momentum(*m);
       }
+  }
+
+  // ProcessGroupDDP is left out until the average travels with rank 0's checkpoint to the other
+  // ranks (resume) and is updated from synchronised running statistics.
+  static constexpr bool ema_supported = host_memory_backend<typename Parallel::backend> &&
+                                        std::is_same_v<Precision, FullPrecision> &&
+                                        Parallel::name != std::string_view("ProcessGroupDDP");
+  /// The weight average's update after an optimiser step (TrainerOptions::ema).
+  void update_average() {
+    if constexpr (ema_supported) ema_->update(parameters());
+  }
+  /// Exchanges the trained and the averaged weights, statistics and counters (twice: back).
+  void swap_in_average() {
+    if constexpr (ema_supported) {
+      auto& p = parameters();
+      auto& a = ema_->parameters();
+      std::swap_ranges(p.values.data(), p.values.data() + p.values.size(), a.values.data());
+      std::swap_ranges(p.buffers.data(), p.buffers.data() + p.buffers.size(), a.buffers.data());
+      std::swap_ranges(p.counters.data(), p.counters.data() + p.counters.size(), a.counters.data());
+    }
   }
 
   /// Progress and metrics come from rank 0 only.
@@ -441,7 +497,8 @@ class Trainer {
   double base_lr_ = 0; // the optimiser's rate at construction: what the schedule scales
   engine_type engine_;
   TrainerState state_{};
-  std::vector<std::string> class_names_; // see class_names()
+  std::vector<std::string> class_names_;  // see class_names()
+  std::optional<WeightAverage<Net>> ema_; // TrainerOptions::ema
   // Staging memory is allocated on the thread that gathers, with the engine's device current.
   detail::BatchStaging<input_shape, staging> batches_{[this] {
     if constexpr (requires { engine_.activate(); }) engine_.activate();

@@ -17,6 +17,7 @@
 #include "cohort/data/data_checks.hpp"
 #include "cohort/loss/cross_entropy_options.hpp"
 #include "cohort/network/freezing.hpp"
+#include "cohort/optim/ema_options.hpp"
 #include "cohort/optim/lr_schedule.hpp"
 #include "cohort/optim/parameter_groups.hpp"
 #include "cohort/parallel/policy.hpp"
@@ -86,6 +87,11 @@ struct TrainerOptions {
   /// prefetch_factor): a bounded queue that absorbs batches slower to decode than others (large
   /// JPEGs). Each costs one batch of host memory; 0 is prefetch = false.
   std::size_t prefetch_batches = 2;
+  /// Keep an exponential moving average of the weights, running statistics and counters (torch's
+  /// AveragedModel with get_ema_multi_avg_fn, use_buffers=True; optim/weight_average.hpp),
+  /// updated after every ema->every-th optimiser step, saved in checkpoints, evaluated by
+  /// evaluate_ema() and, with ema->evaluate, by fit. Full-precision CPU policies.
+  std::optional<EmaOptions> ema{};
   /// Transforms applied to every training image (not to evaluation), in the batch buffer, keyed
   /// by (seed, epoch, dataset sample index): the same images for every policy, replica count,
   /// world size and prefetch setting, and after a resume (data/augment.hpp). Empty: none.
