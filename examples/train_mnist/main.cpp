@@ -49,6 +49,12 @@ int main(int argc, char** argv) {
   app.add_option("--freeze", o.freeze,
                  "keep layers fixed while the rest trains (fine-tuning): below:N for layers 0..N-1, or "
                  "comma-separated state_dict prefixes such as 0,1,3 (frozen layers run in eval mode)");
+  app.add_option("--ema", o.ema,
+                 "keep an exponential moving average of the weights with this decay (torch's AveragedModel with "
+                 "get_ema_multi_avg_fn, BatchNorm statistics included); the test accuracy is the average's")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--ema-every", o.ema_every, "update the average after every N-th optimiser step")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
   app.add_option("--data-dir", o.data_dir, "directory with train-/t10k- images and labels in IDX format (.gz or raw)")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of initialisation, dropout and shuffling")->capture_default_str();

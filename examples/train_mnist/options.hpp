@@ -18,6 +18,8 @@ struct TrainMnistOptions {
   bool no_decay_on_norms = false; // parameter groups: no weight decay on BatchNorm and biases
   double clip_grad_norm = 0;      // 0: no clipping
   std::string freeze;             // "below:N" or state_dict prefixes "0,1,3" (fine-tuning); empty: none
+  double ema = 0;                 // weight average's decay (TrainerOptions::ema); 0: none
+  std::size_t ema_every = 1;      // its update interval in optimiser steps
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::uint64_t seed = 0;
   std::size_t threads = 0; // 0: every core this process may use (cohort::available_cores())

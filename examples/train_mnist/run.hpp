@@ -92,6 +92,7 @@ int train(const TrainMnistOptions& o, Opt opt) {
   if (o.no_decay_on_norms) to.parameter_groups = no_decay_on_norms_and_biases();
   to.max_grad_norm = o.clip_grad_norm;
   to.freeze = Freeze::parse(o.freeze);
+  if (o.ema > 0) to.ema = EmaOptions{.decay = o.ema, .every = o.ema_every};
   // Padding is a raw 0 pixel, normalised as the images are (data/augment.hpp).
   to.augment = parse_augmentation(o.augment, Net::input_shape::extents[2], norm);
   Trainer<Net, Opt, Parallel, Precision> trainer(std::move(opt), to);

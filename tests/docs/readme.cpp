@@ -140,6 +140,11 @@ template <class Trainer>
   o.max_grad_norm = 5.0;
   Trainer<models::ResNet20, Sgd<>> trainer(Sgd({.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true}), o);
   //! [recipe]
+  //! [ema]
+  o.ema = EmaOptions{.decay = 0.99, .every = 1};   // BatchNorm statistics and counters averaged too
+  Trainer<models::ResNet20, Sgd<>> averaged(Sgd({.lr = 0.1, .momentum = 0.9}), o);
+  // averaged.evaluate_ema(test) / averaged.evaluate(test): the average's / the last weights' accuracy
+  //! [ema]
   // clang-format on
 }
 

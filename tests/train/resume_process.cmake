@@ -3,14 +3,15 @@
 # --max-steps is absolute, so a resume that loaded nothing would train N steps from the same seed
 # and match: the resuming process is given another --seed (the checkpoint restores it), and must
 # report the checkpoint's position.
-#   cmake -DEXE=train_mnist -DWORK=dir -DMODEL=A -P resume_process.cmake
+#   cmake -DEXE=train_mnist -DWORK=dir -DMODEL=A [-DEXTRA="--ema;0.9"] -P resume_process.cmake
+# EXTRA: more train_mnist options for every run (a weight average: its tensors are in the file).
 if(NOT EXISTS /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz)
   message("SKIP: Debian's dataset-fashion-mnist is not installed")
   return()
 endif()
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
-set(common --model ${MODEL} --batch-size 32 --epochs 1 --log-interval 0 --eval-batch-size 2000)
+set(common --model ${MODEL} --batch-size 32 --epochs 1 --log-interval 0 --eval-batch-size 2000 ${EXTRA})
 function(run)
   execute_process(COMMAND ${EXE} ${common} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -31,5 +32,12 @@ execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/straight.safet
                 RESULT_VARIABLE same)
 if(NOT same EQUAL 0)
   message(FATAL_ERROR "model ${MODEL}: the resumed run's checkpoint differs from the straight run's")
+endif()
+if(EXTRA MATCHES "--ema")
+  file(READ ${WORK}/resumed.safetensors header LIMIT 8192) # the JSON header names every tensor
+  string(FIND "${header}" "\"ema.0.weight\"" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "model ${MODEL}: --ema, but the checkpoint holds no ema.* tensor")
+  endif()
 endif()
 message(STATUS "model ${MODEL}: straight and resumed checkpoints are identical")
