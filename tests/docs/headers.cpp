@@ -23,6 +23,7 @@
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 #include <cohort/models/torchvision_resnet.hpp>
+#include <cohort/network/init.hpp>
 #include <cohort/network/predict.hpp>
 #include <cohort/optim/optimizer_variant.hpp>
 #include <cohort/optim/weight_average.hpp>
@@ -415,6 +416,18 @@ template void example_train_weight_names(cohort::Network<cohort::models::ModelB>
                        cohort::inverted(cohort::models::torchvision_names<cohort::models::ResNet18<>>()));
   //! [models/torchvision_resnet]
 }
+
+namespace example_network_init {
+using Net = Sequential<Input<1, 28, 28>, Conv2d<1, 8, 2>, ReLU, Conv2d<8, 8, 3, 1, 1>, ReLU, Flatten, Linear<5832, 10>>;
+[[maybe_unused]] void example(cohort::Network<Net>& net, std::span<const float> images) {
+  //! [network/init]
+  // using Net = Sequential<Input<1, 28, 28>, Conv2d<1, 8, 2>, ReLU, Conv2d<8, 8, 3, 1, 1>, ...>;
+  auto& p = net.parameters();                         // a Network<Net>'s, or a CPU Trainer's
+  cohort::init::whitening(p.find("0.weight"), images, {1, 28, 28});   // 8 = 2 x (1 x 2 x 2)
+  cohort::init::dirac(p.find("2.weight"));            // a 3x3 convolution that passes its input on
+  //! [network/init]
+}
+} // namespace example_network_init
 
 namespace example_optim_weight_average {
 using Net = models::ModelB;

@@ -497,11 +497,39 @@ def make_weight_average(out):
         save(out, f"weight_average_{int(decay * 10)}", tensors, {"decay": decay, "updates": 5})
 
 
+# ----------------------------------------------------------------------------------------------
+# Initialisations (network/init.hpp): torch.nn.init.dirac_, and airbench's whitening of a first
+# convolution (get_patches, get_whitening_parameters, init_whitening_conv) in float64.
+
+def make_init(out):
+    tensors = {}
+    for name, shape, groups in (("dirac_3x3", (6, 4, 3, 3), 1), ("dirac_groups", (6, 4, 3, 3), 2),
+                                ("dirac_wide", (3, 5, 1, 2), 1)):
+        w = torch.full(shape, 7.0)
+        nn.init.dirac_(w, groups=groups)
+        tensors[name] = t2n(w)
+    g = rng(400)
+    for name, (c, h, w_, k) in (("whiten_gray", (1, 10, 10, 2)), ("whiten_rgb", (3, 8, 9, 2)),
+                                ("whiten_gray3", (1, 9, 8, 3))):
+        x = torch.from_numpy(randn(g, 40, c, h, w_)) * 0.5 + 0.1
+        patches = x.double().unfold(2, k, 1).unfold(3, k, 1).transpose(1, 3).reshape(-1, c, k, k)
+        flat = patches.view(patches.shape[0], -1)
+        cov = (flat.T @ flat) / flat.shape[0]
+        values, vectors = torch.linalg.eigh(cov, UPLO="U")
+        values = values.flip(0).view(-1, 1, 1, 1)
+        vectors = vectors.T.reshape(c * k * k, c, k, k).flip(0)
+        scaled = vectors / torch.sqrt(values + 5e-4)
+        tensors[name + ".images"] = t2n(x)
+        tensors[name + ".weight"] = t2n(torch.cat((scaled, -scaled)).float())
+        tensors[name + ".eigenvalues"] = t2n(values.reshape(-1))
+    save(out, "init", tensors, {"eps": 5e-4})
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
     ap.add_argument("--only", nargs="*", choices=["layers", "blocks", "losses", "optimizers", "models", "resnet",
-                                                    "weight_average"],
+                                                    "weight_average", "init"],
                     help="write only these groups of fixtures")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -509,7 +537,8 @@ def main():
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(0)
     makers = {"layers": make_layers, "blocks": make_blocks, "losses": make_losses, "optimizers": make_optimizers,
-              "models": make_models, "resnet": make_resnet, "weight_average": make_weight_average}
+              "models": make_models, "resnet": make_resnet, "weight_average": make_weight_average,
+              "init": make_init}
     for key, make in makers.items():
         if not args.only or key in args.only:
             make(args.out)
