@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerates the PyTorch fixtures into a temporary directory and checks that the committed
 ones are unchanged: same files, tensors, shapes and dtypes; integers equal; floats within
-1e-6 of each tensor's largest magnitude (different CPUs or torch builds may round BLAS sums
+RTOL (2e-5) of each tensor's largest magnitude (different CPUs or torch builds may round BLAS sums
 differently, which is not a change of reference). Exit status 1 on any difference.
 
     python3 tests/reference/check_reference.py
@@ -21,10 +21,16 @@ except ImportError as e:  # ctest reports exit code 77 as "skipped"
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMMITTED = os.path.join(HERE, "fixtures")
-RTOL = 1e-6
+# The committed fixtures come from an AVX-512 machine (Sapphire Rapids); torch on an AVX2-only
+# CPU (Zen 3, 2026-11-29) sums in other orders: measured 7.3e-6 of the largest value at worst
+# (a bias three SGD steps into block_residual_identity, whose gradient is a sum over N*H*W with
+# cancellation), 1.6e-6 for model B's first gradients. A change of the generator or of torch's
+# definitions moves values by far more.
+RTOL = 2e-5
 # Parameters after Adam steps amplify rounding differences of tiny gradient entries (see
-# tests/models/seed_models.cpp); a different CPU's BLAS may move them by this much.
-ADAM_AFTER_RTOL = 2e-4
+# tests/models/seed_models.cpp); a different CPU's BLAS may move them by this much (measured
+# 2.75e-4 for model D on Zen 3 against the AVX-512 fixtures).
+ADAM_AFTER_RTOL = 1e-3
 # Tensors that are analytically zero (model B's conv biases before BatchNorm have zero gradients)
 # hold only rounding noise, which differs between CPUs: such a tensor (its largest value under
 # NOISE of the largest value of its group, e.g. every "g0." gradient) must stay that small.
