@@ -34,9 +34,9 @@ if(NOT same EQUAL 0)
   message(FATAL_ERROR "model ${MODEL}: the resumed run's checkpoint differs from the straight run's")
 endif()
 if(EXTRA MATCHES "--ema")
-  file(READ ${WORK}/resumed.safetensors header LIMIT 8192) # the JSON header names every tensor
-  string(FIND "${header}" "\"ema.0.weight\"" at)
-  if(at EQUAL -1)
+  # The JSON header (after the 8-byte length, which holds NUL bytes) names every tensor.
+  file(STRINGS ${WORK}/resumed.safetensors named REGEX "\"ema\\.0\\.weight\"" LIMIT_INPUT 65536)
+  if(NOT named)
     message(FATAL_ERROR "model ${MODEL}: --ema, but the checkpoint holds no ema.* tensor")
   endif()
 endif()
