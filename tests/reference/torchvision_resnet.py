@@ -69,6 +69,25 @@ def worst(ours, theirs):
     return name, relative(ours[name], theirs[name]), excess(ours[name], theirs[name])
 
 
+def with_statistics(m):
+    """`m` after two train-mode passes over random images: BatchNorm statistics away from (0, 1)."""
+    with torch.no_grad():
+        m.train()
+        for _ in range(2):
+            m(torch.randn(4, 3, 224, 224))
+    return m
+
+
+def logits_difference(helper, mode, m, weights, x, path):
+    """cohort's eval logits of `x` (the helper's `mode` on the file `weights`) against `m`'s, relative."""
+    out = path(mode + "_y.safetensors")
+    subprocess.run([helper, mode, weights, path("x.safetensors"), out], check=True)
+    m.eval()
+    with torch.no_grad():
+        y = m(x)
+    return relative(load_file(out)["y"], y)
+
+
 def sgd(params, lr):
     return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=1e-4)
 
@@ -78,11 +97,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     path = lambda name: os.path.join(work, name)
     torch.manual_seed(0)
-    m = torchvision.models.resnet18()
-    with torch.no_grad():  # BatchNorm statistics away from (0, 1)
-        m.train()
-        for _ in range(2):
-            m(torch.randn(4, 3, 224, 224))
+    m = with_statistics(torchvision.models.resnet18())
     start = {k: v.clone() for k, v in m.state_dict().items()}
     save_file({k: v.contiguous() for k, v in start.items()}, path("resnet18.safetensors"))
     x = torch.from_numpy(np.random.default_rng(1).standard_normal((4, 3, 224, 224), dtype=np.float32))
@@ -92,29 +107,15 @@ def main():
     failed = 0
 
     # 1. eval logits
-    subprocess.run([helper, "logits", path("resnet18.safetensors"), path("x.safetensors"), path("y.safetensors")],
-                   check=True)
-    m.eval()
-    with torch.no_grad():
-        y = m(x)
-    d = relative(load_file(path("y.safetensors"))["y"], y)
+    d = logits_difference(helper, "logits", m, path("resnet18.safetensors"), x, path)
     print(f"logits: cohort vs torchvision, eval mode: worst difference {d:.3g} of the largest (bound {LOGIT_BOUND})")
     failed |= not d <= LOGIT_BOUND
 
     # 1b. eval logits of ResNet-34 (more blocks per stage: the name map's counting)
     torch.manual_seed(1)
-    m34 = torchvision.models.resnet34()
-    with torch.no_grad():
-        m34.train()
-        for _ in range(2):
-            m34(torch.randn(4, 3, 224, 224))
+    m34 = with_statistics(torchvision.models.resnet34())
     save_file({k: v.contiguous() for k, v in m34.state_dict().items()}, path("resnet34.safetensors"))
-    subprocess.run([helper, "logits34", path("resnet34.safetensors"), path("x.safetensors"), path("y34.safetensors")],
-                   check=True)
-    m34.eval()
-    with torch.no_grad():
-        y34 = m34(x)
-    d = relative(load_file(path("y34.safetensors"))["y"], y34)
+    d = logits_difference(helper, "logits34", m34, path("resnet34.safetensors"), x, path)
     print(f"logits34: cohort vs torchvision's ResNet-34, eval mode: worst difference {d:.3g} of the largest "
           f"(bound {LOGIT_BOUND})")
     failed |= not d <= LOGIT_BOUND

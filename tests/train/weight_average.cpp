@@ -33,12 +33,6 @@ TrainerOptions options(std::uint64_t seed, std::optional<EmaOptions> ema, std::u
 }
 Sgd<> sgd() { return Sgd({.lr = 0.05, .momentum = 0.9}); }
 
-void copy(const Params& from, Params& to) {
-  std::memcpy(to.values.data(), from.values.data(), from.values.size() * sizeof(float));
-  std::memcpy(to.buffers.data(), from.buffers.data(), from.buffers.size() * sizeof(float));
-  std::memcpy(to.counters.data(), from.counters.data(), from.counters.size() * sizeof(std::int64_t));
-}
-
 bool same(const Params& a, const Params& b) {
   return std::memcmp(a.values.data(), b.values.data(), a.values.size() * sizeof(float)) == 0 &&
          std::memcmp(a.buffers.data(), b.buffers.data(), a.buffers.size() * sizeof(float)) == 0 &&
@@ -74,14 +68,14 @@ TEST_CASE("Trainer EMA: evaluate_ema evaluates the average and puts the trained 
   CHECK_THROWS_WITH_AS(t.evaluate_ema(test), doctest::Contains("no update yet"), ValueError);
   const auto reports = t.fit(train, 4, &test);
   Params trained;
-  copy(t.parameters(), trained);
+  trained.copy_from(t.parameters());
   const EvalReport average = t.evaluate_ema(test);
   CHECK(same(t.parameters(), trained));
   CHECK(reports.back().test_accuracy == average.accuracy); // fit reports the average (ema.evaluate)
   CHECK(reports.back().test_loss == average.loss);
   // The same evaluation from a trainer holding the average as its weights.
   Trainer<Net, Sgd<>> holder(sgd(), options(train_seed, std::nullopt));
-  copy(t.ema()->parameters(), holder.parameters());
+  holder.parameters().copy_from(t.ema()->parameters());
   const EvalReport direct = holder.evaluate(test);
   CHECK(direct.accuracy == average.accuracy);
   CHECK(direct.loss == average.loss);

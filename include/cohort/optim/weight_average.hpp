@@ -56,9 +56,7 @@ class WeightAverage {
   /// torch's update_parameters(model).
   void update(const params_type& model) {
     if (n_averaged_ == 0) {
-      copy(model.values, average_.values);
-      copy(model.buffers, average_.buffers);
-      copy(model.counters, average_.counters);
+      average_.copy_from(model);
     } else {
       const float w = float(1.0 - options_.decay);
       lerp(average_.values.data(), model.values.data(), average_.values.size(), w);
@@ -73,10 +71,6 @@ class WeightAverage {
   }
 
  private:
-  template <class Buffer>
-  static void copy(const Buffer& from, Buffer& to) {
-    for (std::size_t i = 0; i < from.size(); ++i) to.data()[i] = from.data()[i];
-  }
   /// torch.lerp(self=ema, end=model, weight=w) in float, as ATen's vectorised CPU kernel
   /// computes it (fused multiply-add).
   static void lerp(float* ema, const float* model, std::size_t n, float w) {

@@ -136,6 +136,18 @@ void check_model_tensors(const SafetensorsFile& f, Params& p, std::vector<std::s
   }
 }
 
+/// Checks that `f` holds `key` with `t`'s dtype and shape (an optimiser slot, a weight-average
+/// tensor); appends the problem.
+inline void check_stored_tensor(const SafetensorsFile& f, const std::string& key, const TensorRef& t,
+                                std::vector<std::string>& problems) {
+  const SafetensorsEntry* e = f.find(key);
+  if (!e)
+    problems.push_back(key + ": missing");
+  else if (e->dtype != t.dtype || e->shape != t.shape)
+    problems.push_back(concat(key, ": ", dtype_name(e->dtype), " ", shape_str(e->shape), " in the file, ",
+                              dtype_name(t.dtype), " ", shape_str(t.shape), " expected"));
+}
+
 template <class Params>
 void copy_model_tensors(const SafetensorsFile& f, Params& p) {
   for (const TensorRef& t : p.state_dict()) {
@@ -388,14 +400,7 @@ TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt, Erro
   for (auto& slot : slots)
     detail::each_optimizer_tensor(p, slot, [&](const std::string& key, const TensorRef& t, auto*) {
       known.push_back(key);
-      const SafetensorsEntry* e = f.find(key);
-      if (!same_optimizer) return; // already reported once, not per tensor
-      if (!e)
-        problems.push_back(key + ": missing");
-      else if (e->dtype != t.dtype || e->shape != t.shape)
-        problems.push_back(detail::concat(key, ": ", dtype_name(e->dtype), " ", detail::shape_str(e->shape),
-                                          " in the file, ", dtype_name(t.dtype), " ", detail::shape_str(t.shape),
-                                          " expected"));
+      if (same_optimizer) detail::check_stored_tensor(f, key, t, problems); // else reported once, not per tensor
     });
   const SafetensorsEntry* residuals = nullptr;
   for (const auto name : {ErrorFeedbackState::per_rank_tensor, ErrorFeedbackState::per_chunk_tensor})
@@ -424,15 +429,8 @@ TrainerState load_checkpoint(const SafetensorsFile& f, Params& p, Opt& opt, Erro
                                         "; this trainer's decay ", detail::exact_decimal(ema->options().decay),
                                         ", every ", ema->options().every));
     for (const TensorRef& t : ema->parameters().state_dict()) {
-      const std::string key = detail::ema_key(t.name);
-      known.push_back(key);
-      const SafetensorsEntry* e = f.find(key);
-      if (!e)
-        problems.push_back(key + ": missing");
-      else if (e->dtype != t.dtype || e->shape != t.shape)
-        problems.push_back(detail::concat(key, ": ", dtype_name(e->dtype), " ", detail::shape_str(e->shape),
-                                          " in the file, ", dtype_name(t.dtype), " ", detail::shape_str(t.shape),
-                                          " expected"));
+      known.push_back(detail::ema_key(t.name));
+      detail::check_stored_tensor(f, known.back(), t, problems);
     }
   }
   for (const auto& e : f.entries())
