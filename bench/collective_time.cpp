@@ -19,6 +19,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bench_common.hpp"
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 #include <cohort/parallel/gradient_buckets.hpp>
@@ -64,6 +65,7 @@ double one_bucket(std::vector<float>& data, std::vector<float>& part, const std:
 } // namespace
 
 int main(int argc, char** argv) {
+  cohort::bench::refuse_compile_only_build("collective_time");
   CLI::App app{"The time of one gradient bucket's all-reduce (reduce-scatter + all-gather), by size"};
   std::vector<std::size_t> sizes{4096, 16384, 65536, 262144, 1048576, 4194304};
   int reps = 15;

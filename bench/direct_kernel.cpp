@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench_common.hpp"
 #include <cohort/backend/cpu.hpp>
 
 using namespace cohort;
@@ -42,6 +43,7 @@ void measure(const char* name) {
 } // namespace
 
 int main() {
+  cohort::bench::refuse_compile_only_build("direct_kernel");
   set_num_threads(1);
   measure<Conv2dGeometry<16, 16, 28, 28, 3, 1, 1>>("16->16 3x3 28x28");
   measure<Conv2dGeometry<32, 32, 14, 14, 3, 1, 1>>("32->32 3x3 14x14");

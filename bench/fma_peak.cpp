@@ -14,6 +14,7 @@
 #include <vector>
 
 #if defined(__AVX512F__) || defined(__FMA__)
+#include "bench_common.hpp"
 #include <immintrin.h>
 #endif
 
@@ -69,6 +70,7 @@ double gflops(int threads) {
 } // namespace
 
 int main() {
+  cohort::bench::refuse_compile_only_build("fma_peak");
   gflops(1); // warm up the clocks
   double best1 = 0, best2 = 0;
   for (int r = 0; r < 3; ++r) {

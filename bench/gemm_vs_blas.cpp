@@ -16,6 +16,7 @@
 
 #include <cblas.h>
 
+#include "bench_common.hpp"
 #include <cohort/backend/cpu/gemm.hpp>
 
 extern "C" void openblas_set_num_threads(int);
@@ -42,6 +43,7 @@ double best_seconds(F&& f, int reps) {
 } // namespace
 
 int main() {
+  cohort::bench::refuse_compile_only_build("gemm_vs_blas");
   openblas_set_num_threads(1);
   const Case cases[] = {
       {"A Linear<4608,64> forward", false, true, 128, 64, 4608},

@@ -73,6 +73,7 @@ double median(std::vector<double> v) {
 } // namespace
 
 int main(int argc, char** argv) {
+  cohort::bench::refuse_compile_only_build("cohort_image_folder");
   CLI::App app{"ImageFolder's cost: training from a folder, and JPEG decoding"};
   app.require_subcommand(1);
   std::string root, model = "A", source = "folder";

@@ -44,6 +44,7 @@ std::vector<std::int32_t> first_labels(const IdxArray& labels, std::size_t n) {
 } // namespace
 
 int main(int argc, char** argv) {
+  cohort::bench::refuse_compile_only_build("cohort_memory");
   std::size_t steps = 100, batch = 128, eval_batch = 1000, threads = 2;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   CLI::App app{"peak memory of training and evaluating the 3x32x32 ResNet-20 (one JSON line)"};

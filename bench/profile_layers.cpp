@@ -20,6 +20,7 @@
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 
+#include "bench_common.hpp"
 #include "flops.hpp"
 
 using namespace cohort;
@@ -115,6 +116,7 @@ void profile(const std::string& name, Opt opt, std::size_t batch, std::size_t st
 } // namespace
 
 int main(int argc, char** argv) {
+  cohort::bench::refuse_compile_only_build("profile_layers");
   std::string model = "A";
   std::size_t batch = 128, threads = 1, steps = 10;
   double peak = 0;

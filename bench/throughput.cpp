@@ -175,6 +175,7 @@ void run(const Config& c, Opt opt) {
 } // namespace
 
 int main(int argc, char** argv) {
+  cohort::bench::refuse_compile_only_build("cohort_throughput");
   Config c;
   CLI::App app{"cohort training/inference throughput of one seed model (one JSON line)"};
   app.add_option("--model", c.model, "A, B, C or D")->check(CLI::IsMember({"A", "B", "C", "D"}))->capture_default_str();

@@ -16,8 +16,10 @@ groups=(cpu device_omp mpi packaging format asan tsan fuzz)
 # -Werror on the project's own programs: a new compiler warning fails the run.
 # Compiled mode (the kernel library, cohort::kernels): the registered networks' kernels are
 # compiled once, not in every test unit (issue 32).
+# The benchmarks are compiled, never run, here: at -O0 (COHORT_BENCH_COMPILE_ONLY; they refuse to
+# measure in this tree).
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PWD/.venv/bin/python" -DCOHORT_WARNINGS_AS_ERRORS=ON
-  -DCOHORT_KERNEL_LIBRARY=ON)
+  -DCOHORT_KERNEL_LIBRARY=ON -DCOHORT_BENCH_COMPILE_ONLY=ON)
 # The device tests need the CCCL headers (Thrust): the CUDA toolkit's, or, without a toolkit,
 # the same CCCL release from PyPI that install-python.sh put into .venv.
 if [ ! -e /usr/local/cuda/include/cccl/thrust/device_vector.h ]; then

@@ -59,6 +59,9 @@ if(COHORT_SANITIZER_TESTS)
     else()
       list(FILTER COHORT_ASAN_SOURCES EXCLUDE REGEX "/data/image_(decode|folder|transforms)\\.cpp$")
     endif()
+    # In batches of 6 sources per unit (cohort_test_batches, as cohort_tests): without a PCH each
+    # unit parses the library again (issue 32).
+    cohort_test_batches(COHORT_ASAN_SOURCES asan_batches cpp 6 ${COHORT_ASAN_SOURCES})
     cohort_sanitized_tests(cohort_asan_tests asan "ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
                            SOURCES ${COHORT_ASAN_SOURCES} FLAGS ${COHORT_ASAN_FLAGS} LIBS ${asan_libs})
   else()

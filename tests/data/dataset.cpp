@@ -11,35 +11,18 @@
 
 #include <cohort/data/dataset.hpp>
 
+#include "support/idx_bytes.hpp"
 #include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace cohort;
 namespace fs = std::filesystem;
-using Bytes = std::vector<std::uint8_t>;
 
 namespace {
+using test::Bytes;
+using test::pattern;
 using test::TempDir;
-void put_be32(Bytes& b, std::uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) b.push_back(std::uint8_t(v >> s));
-}
-
-/// Writes an IDX file of unsigned bytes with the given dims and data; returns its path.
-fs::path write_idx(const fs::path& p, std::uint32_t magic, const std::vector<std::uint32_t>& dims, const Bytes& data) {
-  Bytes b;
-  put_be32(b, magic);
-  for (auto d : dims) put_be32(b, d);
-  b.insert(b.end(), data.begin(), data.end());
-  std::ofstream out(p, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-  return p;
-}
-
-Bytes pattern(std::size_t n) {
-  Bytes b(n);
-  for (std::size_t i = 0; i < n; ++i) b[i] = std::uint8_t(i * 37 + 11);
-  return b;
-}
+using test::write_idx;
 
 using Small = Shape<1, 4, 3>; // H != W, so a transposed check would show
 } // namespace

@@ -11,32 +11,17 @@
 
 #include <cohort/data/idx.hpp>
 
+#include "support/idx_bytes.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace cohort;
 namespace fs = std::filesystem;
-using Bytes = std::vector<std::uint8_t>;
 
 namespace {
+using test::Bytes;
+using test::idx_bytes;
+using test::pattern;
 using test::TempDir;
-void put_be32(Bytes& b, std::uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) b.push_back(std::uint8_t(v >> s));
-}
-
-/// An IDX file: magic, dims, then `data` (which need not match the dims, to build bad files).
-Bytes idx_bytes(std::uint32_t magic, const std::vector<std::uint32_t>& dims, const Bytes& data) {
-  Bytes b;
-  put_be32(b, magic);
-  for (auto d : dims) put_be32(b, d);
-  b.insert(b.end(), data.begin(), data.end());
-  return b;
-}
-
-Bytes pattern(std::size_t n) {
-  Bytes b(n);
-  for (std::size_t i = 0; i < n; ++i) b[i] = std::uint8_t(i * 37 + 11);
-  return b;
-}
 
 /// gzip-compresses in memory (deflate with a gzip wrapper: windowBits 15 + 16).
 Bytes gzip(const Bytes& in) {

@@ -24,17 +24,15 @@
 #include <cohort/optim/adam.hpp>
 #include <cohort/train/checkpoint.hpp>
 
+#include "support/safetensors_bytes.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace cohort;
 namespace fs = std::filesystem;
 
 namespace {
+using test::file_bytes;
 using test::TempDir;
-std::vector<char> file_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 std::vector<std::string> names_in(const fs::path& dir) {
   std::vector<std::string> out;

@@ -16,9 +16,9 @@ using namespace cohort;
 using test::Bands;
 
 namespace {
-using Net = models::ModelC; // 1x28x28 -> 10 classes
+using SeamNet = models::ModelC; // 1x28x28 -> 10 classes
 
-TrainerOptions quiet() { return {.batch_size = 8, .log = nullptr}; }
+TrainerOptions seam_options() { return {.batch_size = 8, .log = nullptr}; }
 
 /// Bands with a run-time shape (a folder reader's kind), a class count and a label to spoil.
 struct RuntimeBands {
@@ -44,7 +44,7 @@ TEST_CASE("Trainer data seam: a run-time-shaped dataset of another shape is a Sh
   const Bands b(32, 1);
   RuntimeBands d{&b};
   d.extents = {1, 32, 32};
-  Trainer<Net, Sgd<>> t(Sgd({.lr = 0.1}), quiet());
+  Trainer<SeamNet, Sgd<>> t(Sgd({.lr = 0.1}), seam_options());
   const auto before = weights(t);
   CHECK_THROWS_WITH_AS(
       t.fit(d, 1), doctest::Contains("Trainer::fit: the dataset's samples are 1x32x32, the network's input is 1x28x28"),
@@ -61,7 +61,7 @@ TEST_CASE("Trainer data seam: more classes than the network's outputs is a Value
   const Bands b(32, 1);
   RuntimeBands d{&b};
   d.classes = 11;
-  Trainer<Net, Sgd<>> t(Sgd({.lr = 0.1}), quiet());
+  Trainer<SeamNet, Sgd<>> t(Sgd({.lr = 0.1}), seam_options());
   CHECK_THROWS_WITH_AS(t.fit(d, 1),
                        doctest::Contains("Trainer::fit: the dataset has 11 classes, the network has 10 outputs"),
                        ValueError);
@@ -72,7 +72,7 @@ TEST_CASE("Trainer data seam: a bad label anywhere is a ValueError naming its da
   const Bands b(48, 1);
   RuntimeBands d{&b};
   d.bad_index = 41; // in the sixth batch of 8: five steps would have been taken before it
-  Trainer<Net, Sgd<>> t(Sgd({.lr = 0.1}), quiet());
+  Trainer<SeamNet, Sgd<>> t(Sgd({.lr = 0.1}), seam_options());
   const auto before = weights(t);
   CHECK_THROWS_WITH_AS(
       t.fit(d, 1), doctest::Contains("the label of sample 41 of the dataset is 10, the network's classes are 0 to 9"),
@@ -91,14 +91,14 @@ TEST_CASE("Trainer data seam: a bad label anywhere is a ValueError naming its da
 
 TEST_CASE("Trainer data seam: evaluate on an empty dataset is an error, not 0%") {
   const Bands b(0, 1);
-  Trainer<Net, Sgd<>> t(Sgd({.lr = 0.1}), quiet());
+  Trainer<SeamNet, Sgd<>> t(Sgd({.lr = 0.1}), seam_options());
   CHECK_THROWS_WITH_AS(t.evaluate(b), doctest::Contains("Trainer::evaluate: the dataset is empty"), ValueError);
 }
 
 TEST_CASE("Trainer data seam: a view over the caller's memory trains without a copy") {
   const Bands b(32, 2);
   const ImageView<Shape<1, 28, 28>> view(b.x, b.y, 10);
-  Trainer<Net, Sgd<>> t(Sgd({.lr = 0.1}), quiet());
+  Trainer<SeamNet, Sgd<>> t(Sgd({.lr = 0.1}), seam_options());
   t.fit(view, 1);
   CHECK(t.step() == 4);
   CHECK(t.evaluate(view).samples == 32);

@@ -22,7 +22,7 @@ using namespace cohort;
 using namespace cohort::test;
 
 namespace {
-using Net = models::ModelB; // 0 conv 1 bn 2 relu 3 pool 4 conv 5 bn 6 relu 7 pool 8 flatten 9 linear
+using FreezeNet = models::ModelB; // 0 conv 1 bn 2 relu 3 pool 4 conv 5 bn 6 relu 7 pool 8 flatten 9 linear
 constexpr std::size_t head = 9;
 
 /// Parameters, running statistics and SGD's momentum after training.
@@ -35,12 +35,12 @@ template <class Policy, class Precision = FullPrecision>
 Outcome run(const Freeze& freeze, std::uint64_t steps, const std::filesystem::path& save = {},
             const std::filesystem::path& resume = {}) {
   static const Bands data(100, 1);
-  Trainer<Net, Sgd<>, Policy, Precision> t(Sgd({.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-3}),
-                                           {.batch_size = 24,
-                                            .seed = resume.empty() ? train_seed : resume_seed,
-                                            .max_steps = steps,
-                                            .log = nullptr,
-                                            .freeze = freeze});
+  Trainer<FreezeNet, Sgd<>, Policy, Precision> t(Sgd({.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-3}),
+                                                 {.batch_size = 24,
+                                                  .seed = resume.empty() ? train_seed : resume_seed,
+                                                  .max_steps = steps,
+                                                  .log = nullptr,
+                                                  .freeze = freeze});
   if (!resume.empty()) resume_checked(t, resume);
   t.fit(data, 10);
   if (!save.empty()) t.save(save);
@@ -50,13 +50,13 @@ Outcome run(const Freeze& freeze, std::uint64_t steps, const std::filesystem::pa
 }
 
 std::vector<float> slice(const std::vector<float>& store, std::size_t first, std::size_t last) {
-  return {store.begin() + std::ptrdiff_t(Net::layout.param_base[first]),
-          store.begin() + std::ptrdiff_t(Net::layout.param_base[last])};
+  return {store.begin() + std::ptrdiff_t(FreezeNet::layout.param_base[first]),
+          store.begin() + std::ptrdiff_t(FreezeNet::layout.param_base[last])};
 }
 
 /// The backbone (layers 0..7) is as initialised, with no momentum; the head moved.
 void check_head_only(const Outcome& o, bool statistics_kept) {
-  Parameters<Net, float, Cpu> init;
+  Parameters<FreezeNet, float, Cpu> init;
   init.initialize(train_seed);
   const std::vector<float> v0(init.values.begin(), init.values.end());
   CHECK(slice(o.values, 0, head) == slice(v0, 0, head));
@@ -88,7 +88,7 @@ TEST_CASE("Trainer freeze: a frozen run resumes exactly into a trainer built wit
 TEST_CASE("Trainer freeze: a freeze that names nothing, or leaves nothing to train, is refused at construction") {
   const auto refused = [](const Freeze& f) -> std::string {
     try {
-      Trainer<Net, Sgd<>> t(Sgd({.lr = 0.1}), {.log = nullptr, .freeze = f});
+      Trainer<FreezeNet, Sgd<>> t(Sgd({.lr = 0.1}), {.log = nullptr, .freeze = f});
     } catch (const ValueError& e) {
       return e.what();
     }

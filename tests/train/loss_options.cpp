@@ -21,10 +21,10 @@ namespace {
 using test::Bands;
 
 /// Smoothing and uneven weights, one class of weight 0.
-const CrossEntropyOptions weighted{.label_smoothing = 0.1,
-                                   .class_weights = {1.f, 2.f, 0.5f, 1.5f, 3.f, 0.25f, 1.f, 2.5f, 0.f, 4.f}};
+const CrossEntropyOptions trainer_weighted{.label_smoothing = 0.1,
+                                           .class_weights = {1.f, 2.f, 0.5f, 1.5f, 3.f, 0.25f, 1.f, 2.5f, 0.f, 4.f}};
 
-/// Weights after `steps` steps of Trainer<Net, Adam, Policy> with the weighted loss (batches of
+/// Weights after `steps` steps of Trainer<Net, Adam, Policy> with the trainer_weighted loss (batches of
 /// 24), optionally saving at the end or resuming first (into a trainer of another seed).
 template <class Net, class Policy>
 std::vector<float> trainer_weights(const Bands& data, std::uint64_t steps, const std::filesystem::path& save = {},
@@ -33,7 +33,7 @@ std::vector<float> trainer_weights(const Bands& data, std::uint64_t steps, const
                    .seed = resume.empty() ? test::train_seed : test::resume_seed,
                    .max_steps = steps,
                    .log = nullptr};
-  o.loss = weighted;
+  o.loss = trainer_weighted;
   Trainer<Net, Adam<>, Policy> t(Adam({.lr = 1e-3}), o);
   if (!resume.empty()) test::resume_checked(t, resume);
   t.fit(data, 10);

@@ -23,8 +23,8 @@ using namespace cohort;
 using namespace cohort::test;
 
 namespace {
-using Net = models::ModelB; // BatchNorm: running statistics and counters are averaged too
-using Params = Parameters<Net, float, Cpu>;
+using AveragedNet = models::ModelB; // BatchNorm: running statistics and counters are averaged too
+using Params = Parameters<AveragedNet, float, Cpu>;
 
 constexpr std::size_t batch = 20; // Bands(batch): one step per epoch
 
@@ -46,10 +46,10 @@ TEST_CASE("Trainer EMA: the average is WeightAverage of the parameters after eve
   for (const std::size_t every : {1, 3}) {
     CAPTURE(every);
     const EmaOptions o{.decay = 0.8, .every = every};
-    Trainer<Net, Sgd<>> averaged(sgd(), options(train_seed, o));
+    Trainer<AveragedNet, Sgd<>> averaged(sgd(), options(train_seed, o));
     averaged.fit(data, 7);
-    Trainer<Net, Sgd<>> plain(sgd(), options(train_seed, std::nullopt));
-    WeightAverage<Net> by_hand(o);
+    Trainer<AveragedNet, Sgd<>> plain(sgd(), options(train_seed, std::nullopt));
+    WeightAverage<AveragedNet> by_hand(o);
     for (std::size_t step = 1; step <= 7; ++step) {
       plain.fit_epoch(data);
       if (step % every == 0) by_hand.update(plain.parameters());
@@ -64,7 +64,7 @@ TEST_CASE("Trainer EMA: the average is WeightAverage of the parameters after eve
 
 TEST_CASE("Trainer EMA: evaluate_ema evaluates the average and puts the trained weights back") {
   const Bands train(batch, 1), test(60, 2);
-  Trainer<Net, Sgd<>> t(sgd(), options(train_seed, EmaOptions{.decay = 0.5}));
+  Trainer<AveragedNet, Sgd<>> t(sgd(), options(train_seed, EmaOptions{.decay = 0.5}));
   CHECK_THROWS_WITH_AS(t.evaluate_ema(test), doctest::Contains("no update yet"), ValueError);
   const auto reports = t.fit(train, 4, &test);
   Params trained;
@@ -74,13 +74,13 @@ TEST_CASE("Trainer EMA: evaluate_ema evaluates the average and puts the trained 
   CHECK(reports.back().test_accuracy == average.accuracy); // fit reports the average (ema.evaluate)
   CHECK(reports.back().test_loss == average.loss);
   // The same evaluation from a trainer holding the average as its weights.
-  Trainer<Net, Sgd<>> holder(sgd(), options(train_seed, std::nullopt));
+  Trainer<AveragedNet, Sgd<>> holder(sgd(), options(train_seed, std::nullopt));
   holder.parameters().copy_from(t.ema()->parameters());
   const EvalReport direct = holder.evaluate(test);
   CHECK(direct.accuracy == average.accuracy);
   CHECK(direct.loss == average.loss);
   CHECK(t.evaluate(test).loss != average.loss);
-  Trainer<Net, Sgd<>> none(sgd(), options(train_seed, std::nullopt));
+  Trainer<AveragedNet, Sgd<>> none(sgd(), options(train_seed, std::nullopt));
   CHECK(none.ema() == nullptr);
   CHECK_THROWS_WITH_AS(none.evaluate_ema(test), doctest::Contains("keeps no weight average"), ValueError);
 }
@@ -89,12 +89,12 @@ TEST_CASE("Trainer EMA: a checkpoint carries the average, and a resume continues
   TempDir dir;
   const Bands data(batch, 1);
   const EmaOptions o{.decay = 0.7, .every = 2};
-  Trainer<Net, Sgd<>> straight(sgd(), options(train_seed, o));
+  Trainer<AveragedNet, Sgd<>> straight(sgd(), options(train_seed, o));
   straight.fit(data, 9);
-  Trainer<Net, Sgd<>> first(sgd(), options(train_seed, o));
+  Trainer<AveragedNet, Sgd<>> first(sgd(), options(train_seed, o));
   first.fit(data, 5);
   first.save(dir.path / "ckpt.safetensors");
-  Trainer<Net, Sgd<>> second(sgd(), options(resume_seed, o));
+  Trainer<AveragedNet, Sgd<>> second(sgd(), options(resume_seed, o));
   second.resume(dir.path / "ckpt.safetensors");
   CHECK(second.ema()->n_averaged() == 2);
   second.fit(data, 9);
@@ -103,17 +103,17 @@ TEST_CASE("Trainer EMA: a checkpoint carries the average, and a resume continues
   CHECK(same(second.ema()->parameters(), straight.ema()->parameters()));
 
   // Disagreements are refused before anything changes.
-  Trainer<Net, Sgd<>> without(sgd(), options(resume_seed, std::nullopt));
+  Trainer<AveragedNet, Sgd<>> without(sgd(), options(resume_seed, std::nullopt));
   CHECK_THROWS_WITH_AS(without.resume(dir.path / "ckpt.safetensors"),
                        doctest::Contains("holds a weight average (TrainerOptions::ema) and this trainer keeps none"),
                        CheckpointError);
-  Trainer<Net, Sgd<>> other(sgd(), options(resume_seed, EmaOptions{.decay = 0.9, .every = 2}));
+  Trainer<AveragedNet, Sgd<>> other(sgd(), options(resume_seed, EmaOptions{.decay = 0.9, .every = 2}));
   CHECK_THROWS_WITH_AS(other.resume(dir.path / "ckpt.safetensors"),
                        doctest::Contains("weight average: the checkpoint's decay 0.69999999999999996, every 2; "
                                          "this trainer's decay 0.90000000000000002, every 2"),
                        CheckpointError);
   CHECK(other.ema()->n_averaged() == 0);
-  Trainer<Net, Sgd<>> plain(sgd(), options(train_seed, std::nullopt));
+  Trainer<AveragedNet, Sgd<>> plain(sgd(), options(train_seed, std::nullopt));
   plain.fit(data, 1);
   plain.save(dir.path / "plain.safetensors");
   CHECK_THROWS_WITH_AS(second.resume(dir.path / "plain.safetensors"),
@@ -124,12 +124,12 @@ TEST_CASE("Trainer EMA: a checkpoint carries the average, and a resume continues
 TEST_CASE("Trainer EMA: ThreadedReplicas average the shared parameters as SingleDevice does") {
   const Bands data(batch, 1);
   const EmaOptions o{.decay = 0.6};
-  Trainer<Net, Sgd<>, ThreadedReplicas<2>> replicas(
+  Trainer<AveragedNet, Sgd<>, ThreadedReplicas<2>> replicas(
       sgd(), {.batch_size = batch, .seed = train_seed, .log = nullptr, .parallel = {.deterministic = true}, .ema = o});
   replicas.fit(data, 4);
-  Trainer<Net, Sgd<>, ThreadedReplicas<2>> plain(
+  Trainer<AveragedNet, Sgd<>, ThreadedReplicas<2>> plain(
       sgd(), {.batch_size = batch, .seed = train_seed, .log = nullptr, .parallel = {.deterministic = true}});
-  WeightAverage<Net> by_hand(o);
+  WeightAverage<AveragedNet> by_hand(o);
   for (int step = 0; step < 4; ++step) {
     plain.fit_epoch(data);
     by_hand.update(plain.parameters());
@@ -138,7 +138,7 @@ TEST_CASE("Trainer EMA: ThreadedReplicas average the shared parameters as Single
 }
 
 TEST_CASE("Trainer EMA: refused where the average is not kept (16-bit policies)") {
-  using Bf16Trainer = Trainer<Net, Sgd<>, SingleDevice<>, MixedPrecision<bf16>>;
+  using Bf16Trainer = Trainer<AveragedNet, Sgd<>, SingleDevice<>, MixedPrecision<bf16>>;
   CHECK_THROWS_WITH_AS(Bf16Trainer(sgd(), options(train_seed, EmaOptions{})),
                        doctest::Contains("TrainerOptions::ema is kept for full-precision CPU policies"), ValueError);
 }

@@ -14,16 +14,15 @@
 
 #include "support/bands.hpp"
 #include "support/compare.hpp"
+#include "support/engine_harness.hpp"
 
 using namespace cohort;
 
 namespace {
 
 using test::Bands;
+using test::EngineOf;
 using test::relative_difference;
-
-template <class Parallel, class Net, class Opt, class Precision = FullPrecision>
-using EngineOf = detail::TrainEngine<Parallel, Precision, Net, Opt>;
 
 /// Smoothing and uneven weights, one class of weight 0 (its samples still carry a smoothed loss).
 const CrossEntropyOptions weighted{.label_smoothing = 0.1,
@@ -34,11 +33,6 @@ EngineOptions options(bool deterministic = false, const CrossEntropyOptions& los
   o.parallel.deterministic = deterministic;
   o.parallel.deterministic_chunks = 4;
   return o;
-}
-
-template <class Engine>
-std::vector<float> values(Engine& e) {
-  return {e.parameters().values.begin(), e.parameters().values.end()};
 }
 
 /// `steps` optimiser steps on consecutive batches of `batch` samples; returns the losses.
@@ -73,11 +67,14 @@ TEST_CASE("Loss options: replicas with class weights and smoothing == one device
       CHECK(l2[s] == doctest::Approx(l1[s]).epsilon(1e-6));
       CHECK(l3[s] == doctest::Approx(l1[s]).epsilon(1e-6));
     }
-    COHORT_CHECK_TENSORS_CLOSE(models::ModelC, values(two), values(one), 1e-6, "2 replicas vs one device");
-    COHORT_CHECK_TENSORS_CLOSE(models::ModelC, values(three), values(one), 1e-6, "3 replicas vs one device");
+    COHORT_CHECK_TENSORS_CLOSE(models::ModelC, test::engine_values(two), test::engine_values(one), 1e-6,
+                               "2 replicas vs one device");
+    COHORT_CHECK_TENSORS_CLOSE(models::ModelC, test::engine_values(three), test::engine_values(one), 1e-6,
+                               "3 replicas vs one device");
     EngineOf<SingleDevice<>, models::ModelC, Sgd<>> plain(opt, options(false, {}));
     train(plain, data, batch, 4);
-    CHECK(relative_difference(values(one), values(plain)) > 1e-3); // the options changed training
+    CHECK(relative_difference(test::engine_values(one), test::engine_values(plain)) >
+          1e-3); // the options changed training
   }
 }
 
@@ -93,13 +90,14 @@ TEST_CASE("Loss options: deterministic mode is bitwise the same for 1, 2 and 4 r
       CHECK(train(r2, data, batch, 3) == l1);
       CHECK(train(r4, data, batch, 3) == l1);
     }
-    CHECK(values(r1) == values(r2));
-    CHECK(values(r1) == values(r4));
+    CHECK(test::engine_values(r1) == test::engine_values(r2));
+    CHECK(test::engine_values(r1) == test::engine_values(r4));
     // The chunked sums are not the one-pass sums: close in units of lr (threaded_replicas.cpp).
     EngineOf<SingleDevice<>, models::ModelC, Adam<>> one(opt, options());
     train(one, data, 48, 3);
     train(one, data, 46, 3);
-    COHORT_CHECK_CLOSE_ABS(values(r1), values(one), 0.0, 0.05 * 1e-3, "4 chunks vs one pass, in units of lr");
+    COHORT_CHECK_CLOSE_ABS(test::engine_values(r1), test::engine_values(one), 0.0, 0.05 * 1e-3,
+                           "4 chunks vs one pass, in units of lr");
   }
   SUBCASE("MixedPrecision<bf16>") {
     using P = MixedPrecision<bf16>;
@@ -107,7 +105,7 @@ TEST_CASE("Loss options: deterministic mode is bitwise the same for 1, 2 and 4 r
     EngineOf<ThreadedReplicas<2>, models::ModelC, Adam<>, P> r2(opt, options(true));
     train(r1, data, 48, 3);
     train(r2, data, 48, 3);
-    CHECK(values(r1) == values(r2));
+    CHECK(test::engine_values(r1) == test::engine_values(r2));
   }
 }
 
@@ -136,9 +134,9 @@ TEST_CASE("Loss options: MixedPrecision<fp16> and <bf16> train with class weight
   }
   CHECK(half.skipped_steps() == 0);
   MESSAGE("step losses vs float: fp16 " << worst_h << ", bf16 " << worst_b);
-  for (const auto& w : {values(half), values(half2), values(brain2)}) {
+  for (const auto& w : {test::engine_values(half), test::engine_values(half2), test::engine_values(brain2)}) {
     CHECK(std::all_of(w.begin(), w.end(), [](float v) { return std::isfinite(v); }));
-    CHECK(relative_difference(w, values(untrained)) > 1e-3); // it trained
+    CHECK(relative_difference(w, test::engine_values(untrained)) > 1e-3); // it trained
   }
   CHECK(lh.back() < lh.front());
 }

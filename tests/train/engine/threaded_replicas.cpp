@@ -16,6 +16,7 @@
 
 #include "support/bands.hpp"
 #include "support/compare.hpp"
+#include "support/engine_harness.hpp"
 #include "support/trained_weights.hpp"
 
 using namespace cohort;
@@ -24,15 +25,8 @@ namespace fs = std::filesystem;
 namespace {
 
 using test::Bands;
+using test::EngineOf;
 using test::relative_difference;
-
-template <class Parallel, class Net, class Opt>
-using EngineOf = detail::TrainEngine<Parallel, FullPrecision, Net, Opt>;
-
-template <class Engine>
-std::vector<float> values(Engine& e) {
-  return {e.parameters().values.begin(), e.parameters().values.end()};
-}
 
 /// `steps` optimiser steps on consecutive batches of `batch` samples, `micro` micro-batches each.
 template <class Engine>
@@ -64,13 +58,13 @@ TEST_CASE("ThreadedReplicas: 2 replicas x half a batch == one device x the batch
   const Sgd opt({.lr = 0.05, .momentum = 0.9});
   EngineOf<SingleDevice<>, models::ModelC, Sgd<>> one(opt, options());
   EngineOf<ThreadedReplicas<2>, models::ModelC, Sgd<>> two(opt, options());
-  CHECK(values(one) == values(two)); // the same initialisation
+  CHECK(test::engine_values(one) == test::engine_values(two)); // the same initialisation
   train(one, data, 64, 4);
   train(two, data, 64, 4);
-  const auto a = values(two), b = values(one);
+  const auto a = test::engine_values(two), b = test::engine_values(one);
   COHORT_CHECK_TENSORS_CLOSE(models::ModelC, a, b, 1e-6, "2 replicas vs one device");
   EngineOf<SingleDevice<>, models::ModelC, Sgd<>> untrained(opt, options());
-  CHECK(relative_difference(a, values(untrained)) > 1e-3); // training moved the weights
+  CHECK(relative_difference(a, test::engine_values(untrained)) > 1e-3); // training moved the weights
 }
 
 TEST_CASE("ThreadedReplicas: uneven shards are weighted by size (5 samples on 2 and 3 replicas)") {
@@ -82,14 +76,17 @@ TEST_CASE("ThreadedReplicas: uneven shards are weighted by size (5 samples on 2 
   train(one, data, 5, 3);
   train(two, data, 5, 3);
   train(three, data, 5, 3);
-  COHORT_CHECK_TENSORS_CLOSE(models::ModelC, values(two), values(one), 1e-6, "2 replicas vs one device");
-  COHORT_CHECK_TENSORS_CLOSE(models::ModelC, values(three), values(one), 1e-6, "3 replicas vs one device");
+  COHORT_CHECK_TENSORS_CLOSE(models::ModelC, test::engine_values(two), test::engine_values(one), 1e-6,
+                             "2 replicas vs one device");
+  COHORT_CHECK_TENSORS_CLOSE(models::ModelC, test::engine_values(three), test::engine_values(one), 1e-6,
+                             "3 replicas vs one device");
   // Fewer samples than replicas: the idle replica adds nothing.
   EngineOf<SingleDevice<>, models::ModelC, Sgd<>> one_b(opt, options());
   EngineOf<ThreadedReplicas<3>, models::ModelC, Sgd<>> three_b(opt, options());
   train(one_b, data, 2, 2);
   train(three_b, data, 2, 2);
-  COHORT_CHECK_TENSORS_CLOSE(models::ModelC, values(three_b), values(one_b), 1e-6, "3 replicas (one idle) vs one");
+  COHORT_CHECK_TENSORS_CLOSE(models::ModelC, test::engine_values(three_b), test::engine_values(one_b), 1e-6,
+                             "3 replicas (one idle) vs one");
 }
 
 TEST_CASE("ThreadedReplicas: deterministic mode gives bitwise the same weights for 1, 2 and 4 replicas") {
@@ -102,8 +99,8 @@ TEST_CASE("ThreadedReplicas: deterministic mode gives bitwise the same weights f
     train(r1, data, 48, 3);
     train(r2, data, 48, 3);
     train(r4, data, 48, 3);
-    CHECK(values(r1) == values(r2));
-    CHECK(values(r1) == values(r4));
+    CHECK(test::engine_values(r1) == test::engine_values(r2));
+    CHECK(test::engine_values(r1) == test::engine_values(r4));
     // The chunked sum is not the one-pass sum: close, not equal. After Adam steps the unit is
     // the step size, not a tensor's scale (Adam divides each gradient entry by its own running
     // magnitude, so a tiny entry with a rounding difference moves its weight by up to lr; see
@@ -111,7 +108,8 @@ TEST_CASE("ThreadedReplicas: deterministic mode gives bitwise the same weights f
     // 4.weight after 3 steps).
     EngineOf<SingleDevice<>, models::ModelC, Adam<>> one(opt, options());
     train(one, data, 48, 3);
-    COHORT_CHECK_CLOSE_ABS(values(r1), values(one), 0.0, 0.05 * 1e-3, "4 chunks vs one pass, in units of lr");
+    COHORT_CHECK_CLOSE_ABS(test::engine_values(r1), test::engine_values(one), 0.0, 0.05 * 1e-3,
+                           "4 chunks vs one pass, in units of lr");
   }
   SUBCASE("model A: dropout masks follow the global sample, not the replica") {
     const Adadelta opt({.lr = 0.5});
@@ -119,7 +117,7 @@ TEST_CASE("ThreadedReplicas: deterministic mode gives bitwise the same weights f
     EngineOf<ThreadedReplicas<4>, models::ModelA, Adadelta<>> r4(opt, options(true));
     train(r1, data, 32, 2);
     train(r4, data, 32, 2);
-    CHECK(values(r1) == values(r4));
+    CHECK(test::engine_values(r1) == test::engine_values(r4));
   }
   SUBCASE("model B: per-chunk BatchNorm statistics, running statistics from chunk 0") {
     const Sgd opt({.lr = 0.01, .momentum = 0.9});
@@ -127,7 +125,7 @@ TEST_CASE("ThreadedReplicas: deterministic mode gives bitwise the same weights f
     EngineOf<ThreadedReplicas<2>, models::ModelB, Sgd<>> r2(opt, options(true));
     train(r1, data, 40, 2);
     train(r2, data, 40, 2);
-    CHECK(values(r1) == values(r2));
+    CHECK(test::engine_values(r1) == test::engine_values(r2));
     CHECK(std::equal(r1.parameters().buffers.begin(), r1.parameters().buffers.end(), r2.parameters().buffers.begin()));
   }
 }
@@ -157,8 +155,9 @@ TEST_CASE("Gradient accumulation: 4 micro-batches of 16 == one batch of 64 (1e-6
   train(whole, data, 64, 3);
   train(micro, data, 64, 3, 4);
   train(micro2, data, 64, 3, 4);
-  COHORT_CHECK_TENSORS_CLOSE(models::ModelC, values(micro), values(whole), 1e-6, "4 micro-batches vs one batch");
-  COHORT_CHECK_TENSORS_CLOSE(models::ModelC, values(micro2), values(whole), 1e-6,
+  COHORT_CHECK_TENSORS_CLOSE(models::ModelC, test::engine_values(micro), test::engine_values(whole), 1e-6,
+                             "4 micro-batches vs one batch");
+  COHORT_CHECK_TENSORS_CLOSE(models::ModelC, test::engine_values(micro2), test::engine_values(whole), 1e-6,
                              "4 micro-batches on 2 replicas vs one batch");
 }
 
