@@ -119,7 +119,7 @@ if(COHORT_FUZZ_TESTS)
                      -DWORK=${CMAKE_CURRENT_BINARY_DIR}/fuzz/run_${target} -DSECONDS=${COHORT_FUZZ_SECONDS}
                      -P ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run.cmake)
     math(EXPR timeout "${COHORT_FUZZ_SECONDS} + 120")
-    set_tests_properties(fuzz.${target} PROPERTIES LABELS fuzz FIXTURES_REQUIRED cohort_fuzz
+    set_tests_properties(fuzz.${target} PROPERTIES LABELS fuzz FIXTURES_REQUIRED cohort_fuzz COST 31
                                                    SKIP_REGULAR_EXPRESSION "MISSING:" TIMEOUT ${timeout})
   endforeach()
 endif()
