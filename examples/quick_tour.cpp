@@ -10,6 +10,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include <cohort/cohort.hpp>
+#include <cohort/tensor/xtensor.hpp> // xtensor containers and views
 
 using namespace cohort;
 

@@ -29,7 +29,8 @@
 #include <cohort/optim/weight_average.hpp>
 #include <cohort/parallel/device_assignment.hpp>
 #include <cohort/parallel/signature.hpp>
-#if defined(COHORT_WITH_IMAGE) // the image component (cohort::image): libpng, libjpeg
+#include <cohort/tensor/xtensor.hpp> // xtensor containers and views
+#if defined(COHORT_WITH_IMAGE)       // the image component (cohort::image): libpng, libjpeg
 #include <cohort/data/image_decode.hpp>
 #include <cohort/data/image_folder.hpp>
 #endif
@@ -611,8 +612,20 @@ static_assert(Image::size == 784);
   xt::xtensor<float, 4> images({128, 1, 28, 28});
   auto x = cohort::as_batch<cohort::Shape<1, 28, 28>>(images);   // checks the shape
   x.batch();          // 128
-  x.tensor()(0, 0, 3, 4) = 1.f;   // an xtensor adaptor over the same memory
+  x.tensor()(0, 0, 3, 4) = 1.f;   // an xtensor adaptor (<cohort/tensor/xtensor.hpp>)
   //! [tensor/batch]
+}
+
+using XtensorExampleNet = cohort::Sequential<cohort::Input<1, 28, 28>, cohort::Conv2d<1, 8, 3>, cohort::ReLU,
+                                             cohort::Flatten, cohort::Linear<5408, 10>>;
+[[maybe_unused]] void example_tensor_xtensor(cohort::Network<XtensorExampleNet>& net,
+                                             xt::xtensor<float, 4>& images) {
+  //! [tensor/xtensor]
+  auto w = net.parameters().view<0, "weight">();   // xt::xfixed_adaptor, shape (8, 1, 3, 3)
+  auto x = cohort::as_batch<cohort::Shape<1, 28, 28>>(images);
+  x.tensor()(0, 0, 3, 4) = 1.f;                     // writes into `images`
+  //! [tensor/xtensor]
+  static_assert(std::is_same_v<decltype(w)::shape_type, xt::fixed_shape<8, 1, 3, 3>>);
 }
 
 [[maybe_unused]] void example_tensor_buffer() {

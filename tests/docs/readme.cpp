@@ -24,7 +24,8 @@ static_assert(ModelA::parameter_count == 300'426);
 
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
-#if defined(COHORT_WITH_IMAGE) // the image component (cohort::image)
+#include <cohort/tensor/xtensor.hpp> // xtensor containers and views
+#if defined(COHORT_WITH_IMAGE)       // the image component (cohort::image)
 #include <cohort/data/image_folder.hpp>
 #endif
 
@@ -54,7 +55,7 @@ double quick_start_step(const xt::xtensor<float, 4>& images, const std::vector<s
   //! [weights]
   using Net = Sequential<Input<1, 28, 28>, Conv2d<1, 8, 3>, ReLU, MaxPool2d<2>, Flatten, Linear<1352, 10>>;
   Network<Net> net(/*seed=*/1);
-  auto w = net.parameters().view<0, "weight">();   // xtensor view, shape (8, 1, 3, 3)
+  auto w = net.parameters().view<0, "weight">();   // xtensor view (cohort/tensor/xtensor.hpp), (8, 1, 3, 3)
   save_weights("net.safetensors", net.parameters()); // torch: model.load_state_dict(load_file(...))
   //! [weights]
   // clang-format on

@@ -11,6 +11,7 @@
 
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
+#include <cohort/tensor/xtensor.hpp> // xtensor containers and views
 
 using namespace cohort;
 using namespace cohort::test;

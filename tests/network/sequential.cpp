@@ -2,6 +2,7 @@
 
 #include <cohort/cohort.hpp>
 #include <cohort/models/seed_models.hpp>
+#include <cohort/tensor/xtensor.hpp> // xtensor containers and views
 
 using namespace cohort;
 using namespace cohort::models;

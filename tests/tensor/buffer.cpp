@@ -9,6 +9,7 @@
 #include <cohort/core/shape.hpp>
 #include <cohort/tensor/batch.hpp>
 #include <cohort/tensor/buffer.hpp>
+#include <cohort/tensor/xtensor.hpp> // xtensor containers and views
 
 using namespace cohort;
 

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "cohort/detail/xtensor.hpp"
+#include "cohort/detail/xtensor_interop.hpp"
 
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/ops.hpp"
@@ -179,29 +179,37 @@ class Parameters {
     return out;
   }
 
-  /// Tensor `Name` of layer `Layer` as an xtensor adaptor with its compile-time shape:
+  /// Tensor `Name` of layer `Layer` as an xtensor adaptor with its compile-time shape (needs
+  /// <cohort/tensor/xtensor.hpp>):
   ///     auto w = params.view<0, "weight">();   // xt::xfixed_adaptor, shape (16, 1, 3, 3)
-  template <std::size_t Layer, detail::fixed_string Name>
+  template <std::size_t Layer, detail::fixed_string Name, class Tag = void>
   auto view() requires on_host {
     constexpr std::size_t i = detail::find_entry<Net>(Layer, Name.view());
     static_assert(i < Net::layout.entries.size(), "Parameters::view: this layer has no tensor of that name");
     constexpr LayoutEntry e = Net::layout.entries[i];
     return [&]<std::size_t... D>(std::index_sequence<D...>) {
-      const xt::fixed_shape<e.spec.dims[D]...> shape{};
+      using interop = detail::XtensorInterop<Tag>;
       if constexpr (e.kind == TensorKind::parameter)
-        return xt::adapt(values.data() + e.offset, shape);
+        return interop::template adapt_fixed<e.spec.dims[D]...>(values.data() + e.offset);
       else if constexpr (e.kind == TensorKind::buffer)
-        return xt::adapt(buffers.data() + e.offset, shape);
+        return interop::template adapt_fixed<e.spec.dims[D]...>(buffers.data() + e.offset);
       else
-        return xt::adapt(counters.data() + e.offset, shape);
+        return interop::template adapt_fixed<e.spec.dims[D]...>(counters.data() + e.offset);
     }
     (std::make_index_sequence<e.spec.rank>{});
   }
 
-  /// Trainable tensor `name` ("0.weight") as an xtensor adaptor with a run-time shape.
-  auto parameter(std::string_view name) requires on_host { return typed<T>(name, TensorKind::parameter); }
+  /// Trainable tensor `name` ("0.weight") as an xtensor adaptor with a run-time shape (needs
+  /// <cohort/tensor/xtensor.hpp>).
+  template <class Tag = void>
+  auto parameter(std::string_view name) requires on_host {
+    return typed<T, Tag>(name, TensorKind::parameter);
+  }
   /// Running statistic `name` ("1.running_mean").
-  auto buffer(std::string_view name) requires on_host { return typed<stat_type>(name, TensorKind::buffer); }
+  template <class Tag = void>
+  auto buffer(std::string_view name) requires on_host {
+    return typed<stat_type, Tag>(name, TensorKind::buffer);
+  }
 
   /// The tensor called `name`; throws ValueError listing what exists when there is none.
   TensorRef find(std::string_view name) requires on_host {
@@ -216,13 +224,13 @@ class Parameters {
   }
 
  private:
-  template <class U>
+  template <class U, class Tag>
   auto typed(std::string_view name, TensorKind kind) {
     TensorRef r = find(name);
     if (r.kind != kind)
       throw ValueError(detail::concat("tensor \"", name, "\" is not a ",
                                       kind == TensorKind::parameter ? "parameter" : "running statistic"));
-    return xt::adapt(static_cast<U*>(r.data), r.size, xt::no_ownership(), r.shape);
+    return detail::XtensorInterop<Tag>::adapt(static_cast<U*>(r.data), r.size, r.shape);
   }
 
   template <class U>

@@ -6,7 +6,7 @@
 ///     xt::xtensor<float, 4> images({128, 1, 28, 28});
 ///     auto x = cohort::as_batch<cohort::Shape<1, 28, 28>>(images);   // checks the shape
 ///     x.batch();          // 128
-///     x.tensor()(0, 0, 3, 4) = 1.f;   // an xtensor adaptor over the same memory
+///     x.tensor()(0, 0, 3, 4) = 1.f;   // an xtensor adaptor (<cohort/tensor/xtensor.hpp>)
 
 #include <array>
 #include <cstddef>
@@ -15,7 +15,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "cohort/detail/xtensor.hpp"
+#include "cohort/detail/xtensor_interop.hpp"
 
 #include "cohort/core/error.hpp"
 #include "cohort/core/shape.hpp"
@@ -55,8 +55,12 @@ class BatchView {
     for (std::size_t i = 0; i < S::rank; ++i) d[i + 1] = S::extents[i];
     return d;
   }
-  /// An xtensor adaptor over the same memory (no copy, no allocation).
-  auto tensor() const { return xt::adapt(data_, size(), xt::no_ownership(), dims()); }
+  /// An xtensor adaptor over the same memory (no copy, no allocation); needs
+  /// <cohort/tensor/xtensor.hpp>.
+  template <class Tag = void>
+  auto tensor() const {
+    return detail::XtensorInterop<Tag>::adapt(data_, size(), dims());
+  }
 
  private:
   T* data_ = nullptr;

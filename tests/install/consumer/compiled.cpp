@@ -11,6 +11,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include <cohort/cohort.hpp>
+#include <cohort/tensor/xtensor.hpp> // xtensor containers and views
 
 #if !defined(COHORT_COMPILED_KERNELS)
 #error "linking cohort::kernels defines COHORT_COMPILED_KERNELS"
