@@ -10,8 +10,8 @@
 
 namespace cohort::detail {
 
-/// Undefined use: the member functions above default `Tag` to void, and the interop header
-/// specialises XtensorInterop<void>.
+/// What a unit without <cohort/tensor/xtensor.hpp> gets: the views default `Tag` to void, and
+/// only that header specialises XtensorInterop<void>.
 template <class Tag>
 struct XtensorInterop {
   static_assert(sizeof(Tag*) == 0, "cohort: BatchView::tensor() and Parameters::view()/parameter()/buffer() return "
