@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,6 +20,7 @@ namespace {
 using test::Bytes;
 using test::idx_bytes;
 using test::pattern;
+using test::save_bytes;
 using test::TempDir;
 
 /// gzip-compresses in memory (deflate with a gzip wrapper: windowBits 15 + 16).
@@ -36,11 +36,6 @@ Bytes gzip(const Bytes& in) {
   out.resize(zs.total_out);
   deflateEnd(&zs);
   return out;
-}
-
-void write(const fs::path& p, const Bytes& b) {
-  std::ofstream out(p, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
 }
 
 const Bytes images_data = pattern(3 * 4 * 5);
@@ -79,9 +74,9 @@ TEST_CASE("IDX: reads raw and gzip-compressed images and labels") {
   TempDir dir("cohort_test_idx_");
   const Bytes labels_data{3, 1, 4};
   const Bytes labels_file = idx_bytes(idx_labels_magic, {3}, labels_data);
-  write(dir.path / "images", images_file);
-  write(dir.path / "images.gz", gzip(images_file));
-  write(dir.path / "labels.gz", gzip(labels_file));
+  save_bytes(dir.path / "images", images_file);
+  save_bytes(dir.path / "images.gz", gzip(images_file));
+  save_bytes(dir.path / "labels.gz", gzip(labels_file));
 
   for (const char* name : {"images", "images.gz"}) {
     const auto a = read_idx(dir.path / name, idx_images_magic);

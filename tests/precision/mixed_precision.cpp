@@ -18,6 +18,7 @@
 
 #include "support/bands.hpp"
 #include "support/compare.hpp"
+#include "support/engine_harness.hpp"
 #include "support/overflow_cases.hpp"
 #include "support/trained_weights.hpp"
 
@@ -171,8 +172,7 @@ void check_against_float(const std::string& name, double tol_half, double tol_bf
   CHECK_MESSAGE(fused.first < tensor_half, "unfused half gradient " << fused.second << ": " << fused.first);
 }
 
-template <class Parallel, class Precision, class Net, class Opt>
-using EngineOf = detail::TrainEngine<Parallel, Precision, Net, Opt>;
+using test::EngineOf;
 
 } // namespace
 
@@ -244,11 +244,11 @@ TEST_CASE("LossScaler: GradScaler's defaults and updates, plus the floor and the
 
 TEST_CASE("MixedPrecision<fp16>: a step with inf gradients is skipped (weights and optimiser untouched)") {
   SUBCASE("SingleDevice") {
-    test::check_overflow_skips_step<EngineOf<SingleDevice<>, MixedPrecision<fp16>, models::ModelC, Adam<>>>();
+    test::check_overflow_skips_step<EngineOf<SingleDevice<>, models::ModelC, Adam<>, MixedPrecision<fp16>>>();
   }
   SUBCASE("ThreadedReplicas<2>: the overflow in one replica's shard stops both") {
     test::check_overflow_in_one_shard_skips_all<
-        EngineOf<ThreadedReplicas<2>, MixedPrecision<fp16>, models::ModelC, Adam<>>>();
+        EngineOf<ThreadedReplicas<2>, models::ModelC, Adam<>, MixedPrecision<fp16>>>();
   }
 }
 
@@ -257,7 +257,7 @@ TEST_CASE("MixedPrecision<fp16>: too many skipped steps in a row is an error nam
   EngineOptions o{.seed = 2};
   o.loss_scale.min_scale = 16384;
   o.loss_scale.max_consecutive_skips = 3;
-  EngineOf<SingleDevice<>, MixedPrecision<fp16>, models::ModelC, Sgd<>> e(Sgd({.lr = 0.1}), o);
+  EngineOf<SingleDevice<>, models::ModelC, Sgd<>, MixedPrecision<fp16>> e(Sgd({.lr = 0.1}), o);
   std::vector<float> poisoned(data.x.begin(), data.x.begin() + 8 * 784);
   poisoned[0] = 1e6f;
   const std::span<const std::int32_t> labels(data.y.data(), 8);

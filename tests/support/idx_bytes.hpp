@@ -25,12 +25,17 @@ inline Bytes idx_bytes(std::uint32_t magic, const std::vector<std::uint32_t>& di
   return b;
 }
 
+/// Writes `b` to the file `p`. (Not an overload of safetensors_bytes.hpp's write_bytes: a unity
+/// batch can see both, and a braced list would then be ambiguous.)
+inline void save_bytes(const std::filesystem::path& p, const Bytes& b) {
+  std::ofstream out(p, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+
 /// Writes idx_bytes(magic, dims, data) to `p`; returns `p`.
 inline std::filesystem::path write_idx(const std::filesystem::path& p, std::uint32_t magic,
                                        const std::vector<std::uint32_t>& dims, const Bytes& data) {
-  const Bytes b = idx_bytes(magic, dims, data);
-  std::ofstream out(p, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+  save_bytes(p, idx_bytes(magic, dims, data));
   return p;
 }
 
