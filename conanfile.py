@@ -130,7 +130,9 @@ class CohortConan(ConanFile):
             kernels.set_property("cmake_target_name", "cohort::kernels")
             kernels.requires = ["core"]
             kernels.libs = ["cohort_kernels"]
-            kernels.defines = ["COHORT_COMPILED_KERNELS=1"]
+            # As the CMake package's cohort::kernels: the library holds every instruction set's
+            # path, and its consumers' units must agree (backend/cpu/simd.hpp).
+            kernels.defines = ["COHORT_COMPILED_KERNELS=1", "COHORT_CPU_ALL_ISAS=1"]
         if self.options.get_safe("with_mpi"):
             mpi = self.cpp_info.components["mpi"]
             mpi.set_property("cmake_target_name", "cohort::mpi")

@@ -10,8 +10,10 @@
 #           false races).
 # -fno-sanitize-recover=all: a UBSan finding stops the test and fails it (by default UBSan prints
 # and carries on). The groups compile only the -march=native kernel path
-# (COHORT_CPU_TARGET_ISA_ONLY) at -O1: the sanitizers look at memory and threads, not at which
-# ISA path ran, and this halves their compile time.
+# (COHORT_CPU_TARGET_ISA_ONLY): the sanitizers look at memory and threads, not at which ISA path
+# ran, and this halves their compile time. asan at -O0 (no optimisation can hide an access from it;
+# its unit compiles in 45% of the -O1 time, issue 32: io/onnx + safetensors + checkpoint 56 -> 25 s;
+# its tests take seconds either way), tsan at -O1 (its tests train networks, and run minutes).
 # Included from tests/CMakeLists.txt (doctest_discover_tests is loaded there).
 
 include(CheckCXXSourceCompiles)
@@ -30,13 +32,13 @@ endfunction()
 
 # One sanitized doctest executable from `sources`, its cases registered as <prefix>.<case name>.
 function(cohort_sanitized_tests target prefix env)
-  cmake_parse_arguments(ARG "" "" "SOURCES;FLAGS;LIBS;DEFINITIONS" ${ARGN})
+  cmake_parse_arguments(ARG "" "OPTIMIZE" "SOURCES;FLAGS;LIBS;DEFINITIONS" ${ARGN})
   add_executable(${target} ${CMAKE_CURRENT_SOURCE_DIR}/main.cpp ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE ${ARG_LIBS} doctest::doctest cohort_project_options)
   target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_definitions(${target} PRIVATE COHORT_CPU_TARGET_ISA_ONLY COHORT_CHECK_SCRATCH=1 ${ARG_DEFINITIONS})
-  # After the build type's -O3: the last -O wins. -g1: line numbers in the reports.
-  target_compile_options(${target} PRIVATE ${ARG_FLAGS} -O1 -g1 -fno-omit-frame-pointer)
+  # After the build type's -O: the last -O wins. -g1: line numbers in the reports.
+  target_compile_options(${target} PRIVATE ${ARG_FLAGS} -O${ARG_OPTIMIZE} -g1 -fno-omit-frame-pointer)
   target_link_options(${target} PRIVATE ${ARG_FLAGS})
   doctest_discover_tests(${target} TEST_PREFIX "${prefix}." PROPERTIES LABELS ${prefix} ENVIRONMENT "${env}"
                          SKIP_REGULAR_EXPRESSION "COHORT_SKIP:")
@@ -63,7 +65,7 @@ if(COHORT_SANITIZER_TESTS)
     # unit parses the library again (issue 32).
     cohort_test_batches(COHORT_ASAN_SOURCES asan_batches cpp 6 ${COHORT_ASAN_SOURCES})
     cohort_sanitized_tests(cohort_asan_tests asan "ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
-                           SOURCES ${COHORT_ASAN_SOURCES} FLAGS ${COHORT_ASAN_FLAGS} LIBS ${asan_libs})
+                           OPTIMIZE 0 SOURCES ${COHORT_ASAN_SOURCES} FLAGS ${COHORT_ASAN_FLAGS} LIBS ${asan_libs})
   else()
     message(STATUS "cohort: ${CMAKE_CXX_COMPILER} cannot build with ${COHORT_ASAN_FLAGS}: no asan.* tests")
   endif()
@@ -79,10 +81,10 @@ if(COHORT_SANITIZER_TESTS)
       set(tsan_libs cohort::image)
     endif()
     cohort_sanitized_tests(cohort_tsan_tests tsan "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1"
-                           SOURCES ${tsan_sources} FLAGS ${COHORT_TSAN_FLAGS} LIBS ${tsan_libs})
+                           OPTIMIZE 1 SOURCES ${tsan_sources} FLAGS ${COHORT_TSAN_FLAGS} LIBS ${tsan_libs})
     if(COHORT_CCCL_INCLUDE_DIR)
       cohort_sanitized_tests(cohort_tsan_device_tests tsan "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1"
-                             SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/backend/device/replica_all_reduce.cpp
+                             OPTIMIZE 1 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/backend/device/replica_all_reduce.cpp
                              FLAGS ${COHORT_TSAN_FLAGS} LIBS cohort::cohort
                              DEFINITIONS THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_CPP)
       target_include_directories(cohort_tsan_device_tests SYSTEM PRIVATE ${COHORT_CCCL_INCLUDE_DIR})

@@ -3,7 +3,9 @@
 // counts off every vector and panel size, every padding of 3x3 and 5x5 kernels, batches off the
 // sample groups, the fused ReLU and the fused ReLU + max-pool), each error bounded and compared
 // with the direct kernel's; results that do not depend on the thread count or the batch; the
-// algorithm choice.
+// algorithm choice. Its own program (cohort_conv_algorithm_tests), built with every algorithm for
+// every layer (COHORT_CONV_ALL_ALGORITHMS) and every instruction set (COHORT_CPU_ALL_ISAS, rerun
+// under COHORT_ISA as cohort_tests is); conv2d_winograd_default.cpp tests the default set.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -16,6 +18,7 @@
 
 using namespace cohort;
 using Kernels = ops::Conv2dKernels<Cpu>;
+static_assert(cpu::all_conv_algorithms, "tests/CMakeLists.txt builds this file with COHORT_CONV_ALL_ALGORITHMS");
 
 namespace {
 

@@ -43,7 +43,11 @@ TEST_CASE("device trainer: follows the CPU trainer and resumes exactly (BatchNor
   check_device_trainer<models::ModelB>(Sgd({.lr = 0.05, .momentum = 0.9}), 12, 5);
 }
 TEST_CASE("device trainer: follows the CPU trainer and resumes exactly (dropout, Adadelta)") {
-  check_device_trainer<models::ModelA>(Adadelta({.lr = 0.5}), 8, 3);
+  // A trajectory can jump where a sum rounded another way flips a discrete choice (a max-pool
+  // window's argmax, a ReLU at zero): on Zen 4's AVX-512 path at -O1 (no FMA contraction) one
+  // element of 2.weight is 1.8e-7 of the tensor's largest value off after 4 steps and 4.5e-5 after
+  // 6 (5.1e-5 after 8), every other tensor below 3e-6. Bound 2e-4 (4x that).
+  check_device_trainer<models::ModelA>(Adadelta({.lr = 0.5}), 8, 3, 2e-4);
 }
 TEST_CASE(
     "device trainer: follows the CPU trainer and resumes exactly (a residual network: basic blocks, projection)") {

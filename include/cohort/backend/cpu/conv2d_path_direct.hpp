@@ -65,11 +65,16 @@ struct DirectPath : WeightGradPath {
       }
     }
     if constexpr (cpu::winograd::applicable<Gk>) {
+      // Only the algorithms compiled for Gk are referenced (conv_algorithm never returns another).
       switch (cpu::conv_algorithm<Gk>()) {
       case cpu::ConvAlgorithm::winograd_f2:
-        return run_winograd<G, Gk, 2>(ctx, isa, w, transpose_rotate, bias, batch, ws, pad, unpad);
+        if constexpr (cpu::winograd::compiled<Gk, cpu::ConvAlgorithm::winograd_f2>)
+          return run_winograd<G, Gk, 2>(ctx, isa, w, transpose_rotate, bias, batch, ws, pad, unpad);
+        break;
       case cpu::ConvAlgorithm::winograd_f4:
-        return run_winograd<G, Gk, 4>(ctx, isa, w, transpose_rotate, bias, batch, ws, pad, unpad);
+        if constexpr (cpu::winograd::compiled<Gk, cpu::ConvAlgorithm::winograd_f4>)
+          return run_winograd<G, Gk, 4>(ctx, isa, w, transpose_rotate, bias, batch, ws, pad, unpad);
+        break;
       default:
         break;
       }

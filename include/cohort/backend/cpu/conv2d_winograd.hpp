@@ -62,6 +62,17 @@ enum class ConvAlgorithm : std::uint8_t {
   winograd_f4, ///< Winograd F(4x4, r x r)
 };
 
+/// Whether every convolution algorithm is compiled for every layer it applies to (then any of them
+/// can be selected at run time), or only each layer's automatic choice and the direct kernel (the
+/// default). COHORT_CONV_ALL_ALGORITHMS turns the first on; like the instruction-set macros
+/// (simd.hpp) it must be the same in every unit of a program, and the compiled kernel library
+/// exports its own (CMake option COHORT_KERNELS_ALL_CONV_ALGORITHMS).
+#ifdef COHORT_CONV_ALL_ALGORITHMS
+inline constexpr bool all_conv_algorithms = true;
+#else
+inline constexpr bool all_conv_algorithms = false;
+#endif
+
 namespace winograd {
 
 /// Floats of per-thread scratch run_group needs for groups of up to `group` samples.
@@ -92,7 +103,14 @@ inline ConvAlgorithm algorithm_from_environment() noexcept {
   static const ConvAlgorithm a = [] {
     const char* env = std::getenv("COHORT_CONV_ALGORITHM");
     if (!env) return ConvAlgorithm::automatic;
-    if (const auto known = parse_algorithm(env)) return *known;
+    if (const auto known = parse_algorithm(env)) {
+      if (!all_conv_algorithms && (*known == ConvAlgorithm::winograd_f2 || *known == ConvAlgorithm::winograd_f4))
+        std::fprintf(stderr,
+                     "cohort: COHORT_CONV_ALGORITHM=%s reaches only the layers whose default it is: this program "
+                     "was built without COHORT_CONV_ALL_ALGORITHMS, which compiles every algorithm for every layer\n",
+                     env);
+      return *known;
+    }
     std::fprintf(stderr, "cohort: COHORT_CONV_ALGORITHM=\"%s\" is not auto, direct, f2 or f4; using auto\n", env);
     return ConvAlgorithm::automatic;
   }();
@@ -113,16 +131,28 @@ constexpr ConvAlgorithm choose() noexcept {
     return ConvAlgorithm::direct;
 }
 
+/// Whether algorithm A is compiled for the convolution Gk, and so can run it. The direct kernel
+/// always is, and so is the layer's automatic choice; the other Winograd variants (F(4x4) on any
+/// layer, F(2x2) on layers whose default is direct) only with COHORT_CONV_ALL_ALGORITHMS. Those
+/// are opt-in, and compiling them for every layer cost three quarters of a 16-channel layer's
+/// kernels (ResNet-20's first stage, bench/RESULTS.md "Compile time").
+template <class Gk, ConvAlgorithm A>
+inline constexpr bool compiled = A == ConvAlgorithm::direct || (applicable<Gk> && A != ConvAlgorithm::automatic &&
+                                                                (all_conv_algorithms || A == choose<Gk>()));
+
 } // namespace winograd
 
 /// Sets the algorithm of every stride-1 convolution the CPU backend runs from now on
-/// (`automatic` restores the per-layer default). Overrides COHORT_CONV_ALGORITHM. Layers the
-/// Winograd kernels cannot run (winograd::applicable) stay direct.
+/// (`automatic` restores the per-layer default). Overrides COHORT_CONV_ALGORITHM. A layer for
+/// which the algorithm is not compiled (winograd::compiled: Winograd where it cannot run, the
+/// opt-in variants without COHORT_CONV_ALL_ALGORITHMS) keeps its default; conv_algorithm<Gk>()
+/// says what it runs.
 inline void set_conv_algorithm(ConvAlgorithm a) noexcept {
   winograd::detail::algorithm_override().store(int(a), std::memory_order_relaxed);
 }
 
-/// The algorithm the convolution Gk runs with now.
+/// The algorithm the convolution Gk runs with now: the one set (set_conv_algorithm, else
+/// COHORT_CONV_ALGORITHM) where it is compiled for Gk, else Gk's automatic choice.
 template <class Gk>
 ConvAlgorithm conv_algorithm() noexcept {
   if constexpr (!winograd::applicable<Gk>) {
@@ -130,7 +160,19 @@ ConvAlgorithm conv_algorithm() noexcept {
   } else {
     const int set = winograd::detail::algorithm_override().load(std::memory_order_relaxed);
     const ConvAlgorithm a = set >= 0 ? ConvAlgorithm(set) : winograd::detail::algorithm_from_environment();
-    return a == ConvAlgorithm::automatic ? winograd::choose<Gk>() : a;
+    switch (a) {
+    case ConvAlgorithm::direct:
+      return a;
+    case ConvAlgorithm::winograd_f2:
+      if constexpr (winograd::compiled<Gk, ConvAlgorithm::winograd_f2>) return a;
+      break;
+    case ConvAlgorithm::winograd_f4:
+      if constexpr (winograd::compiled<Gk, ConvAlgorithm::winograd_f4>) return a;
+      break;
+    default:
+      break;
+    }
+    return winograd::choose<Gk>();
   }
 }
 

@@ -7,9 +7,10 @@
 /// Kernels are written once over `vec<W>` (GCC/Clang vector extensions) as always-inline
 /// templates, and instantiated inside small entry functions compiled for AVX-512, AVX2+FMA or the
 /// baseline, so a binary built without -march flags still runs the widest code the machine has,
-/// and a binary built on an AVX-512 machine still runs elsewhere. `COHORT_ISA=generic|avx2|avx512`
-/// in the environment narrows the choice (tests use it to run every path on one machine); any
-/// other value is ignored with a warning on stderr (isa_request() tells which).
+/// and a binary built on an AVX-512 machine still runs elsewhere. Paths below the compiler's own
+/// target are not compiled by default (compiled_isa). `COHORT_ISA=generic|avx2|avx512` in the
+/// environment narrows the choice among the compiled paths (tests use it to run every path on one
+/// machine); any other value is ignored with a warning on stderr (isa_request() tells which).
 
 #include <atomic>
 #include <cstddef>
@@ -93,18 +94,34 @@ inline constexpr Isa compiler_target_isa = Isa::avx2;
 inline constexpr Isa compiler_target_isa = Isa::generic;
 #endif
 
-/// Whether kernels are compiled for `isa`. All three by default, so one binary runs the best
-/// path of any x86-64 CPU. With COHORT_CPU_TARGET_ISA_ONLY defined, only compiler_target_isa:
-/// a binary built with -march=native needs that CPU anyway, and the narrower paths would cost
-/// compile time for nothing (train_mnist builds this way). COHORT_ISA cannot then choose a path.
+/// Whether kernels are compiled for `isa`. By default every instruction set from the compiler's
+/// target up: a binary built for AVX-512 (-march=native on such a machine) cannot start its
+/// narrower paths on any CPU it runs on, except by COHORT_ISA, and compiling them tripled a
+/// header-only unit's kernels (issue 32); one built without -march still gets all three and runs
+/// the widest the machine has. COHORT_CPU_ALL_ISAS compiles all three whatever the flags (a test
+/// suite that reruns itself under COHORT_ISA), COHORT_CPU_TARGET_ISA_ONLY only the target's. Like
+/// COHORT_CONV_ALL_ALGORITHMS, the choice must be the same in every unit of a program; the
+/// compiled kernel library exports its own (CMake option COHORT_KERNELS_ALL_ISAS).
+#if defined(COHORT_CPU_ALL_ISAS) && defined(COHORT_CPU_TARGET_ISA_ONLY)
+#error "cohort: define at most one of COHORT_CPU_ALL_ISAS and COHORT_CPU_TARGET_ISA_ONLY"
+#endif
 constexpr bool compiled_isa(Isa isa) noexcept {
-#ifdef COHORT_CPU_TARGET_ISA_ONLY
-  return isa == compiler_target_isa;
-#else
+#if defined(COHORT_CPU_ALL_ISAS)
   (void)isa;
   return true;
+#elif defined(COHORT_CPU_TARGET_ISA_ONLY)
+  return isa == compiler_target_isa;
+#else
+  return isa >= compiler_target_isa;
 #endif
 }
+/// The narrowest and the widest instruction set compiled_isa() admits.
+inline constexpr Isa narrowest_compiled_isa = compiled_isa(Isa::generic) ? Isa::generic
+                                              : compiled_isa(Isa::avx2)  ? Isa::avx2
+                                                                         : Isa::avx512;
+inline constexpr Isa widest_compiled_isa = compiled_isa(Isa::avx512) ? Isa::avx512
+                                           : compiled_isa(Isa::avx2) ? Isa::avx2
+                                                                     : Isa::generic;
 
 /// The instruction set of a kernel instantiated for W floats per vector.
 constexpr Isa isa_of_width(int w) noexcept { return w == 16 ? Isa::avx512 : w == 8 ? Isa::avx2 : Isa::generic; }
@@ -121,6 +138,19 @@ inline std::atomic<std::uint64_t> isa_entry_calls[3]{};
        ? void(::cohort::cpu::isa_entry_calls[std::size_t(isa)].fetch_add(1, std::memory_order_relaxed))                \
        : void())
 
+namespace detail {
+/// active_isa() gave a path this unit did not compile: only a program whose units disagree about
+/// the instruction sets (the macros above, or -march flags with the default rule) gets here, and
+/// running nothing would leave the kernel's output unwritten.
+[[noreturn, gnu::cold]] inline void isa_not_compiled(Isa isa) noexcept {
+  std::fprintf(stderr,
+               "cohort: the %s kernel path is not compiled in this unit: its units disagree about "
+               "COHORT_CPU_ALL_ISAS / COHORT_CPU_TARGET_ISA_ONLY or -march (backend/cpu/simd.hpp)\n",
+               isa_name(isa).data());
+  std::abort();
+}
+} // namespace detail
+
 /// Calls the one of `avx512()`, `avx2()`, `generic()` that matches `isa`, among the compiled
 /// ones. For dispatchers of templated kernels: a path that is not compiled is never referenced,
 /// so its kernel is not instantiated into code.
@@ -133,6 +163,8 @@ COHORT_ALWAYS_INLINE void dispatch_isa(Isa isa, A&& avx512, B&& avx2, C&& generi
   if constexpr (compiled_isa(Isa::generic)) {
     COHORT_ISA_ENTRY(Isa::generic);
     generic();
+  } else {
+    detail::isa_not_compiled(isa);
   }
 }
 
@@ -152,24 +184,33 @@ inline IsaRequest isa_request() noexcept {
   return {true, false, Isa::generic, env};
 }
 
-/// The instruction set kernels use: the detected one, narrowed by COHORT_ISA if set (or, with
-/// COHORT_CPU_TARGET_ISA_ONLY, the one compiled). A COHORT_ISA that names no instruction set is
-/// ignored with one warning on stderr: it used to select the baseline silently, so a typo in a
-/// CI job slowed every kernel down and tested nothing new. Not an exception: this is read inside
-/// noexcept kernels, and a wrong tuning knob should not stop training. (The test suite fails on it:
+/// The instruction set kernels use: the detected one among those compiled, narrowed by COHORT_ISA
+/// if set. A COHORT_ISA that names no instruction set is ignored with one warning on stderr: it
+/// used to select the baseline silently, so a typo in a CI job slowed every kernel down and tested
+/// nothing new. One narrower than this program compiles (compiled_isa) gets the narrowest
+/// compiled, also with a warning. Not an exception: this is read inside noexcept kernels, and a
+/// wrong tuning knob should not stop training. (The test suite fails on both:
 /// tests/backend/cpu/simd.cpp.)
 inline Isa active_isa() noexcept {
-#ifdef COHORT_CPU_TARGET_ISA_ONLY
-  return compiler_target_isa;
-#endif
   static const Isa isa = [] {
-    const Isa best = detected_isa();
+    const Isa detected = detected_isa();
+    // (A CPU below the compiler's target cannot run this binary at all: no clamp matters there.)
+    const Isa best = detected > widest_compiled_isa      ? widest_compiled_isa
+                     : detected < narrowest_compiled_isa ? narrowest_compiled_isa
+                                                         : detected;
     const IsaRequest r = isa_request();
     if (!r.set) return best;
     if (!r.known) {
       std::fprintf(stderr, "cohort: COHORT_ISA=\"%s\" is not generic, avx2 or avx512; ignored (using %s)\n", r.text,
                    isa_name(best).data());
       return best;
+    }
+    if (r.isa < narrowest_compiled_isa) {
+      std::fprintf(stderr,
+                   "cohort: COHORT_ISA=%s: this program's kernels are compiled for %s and wider only (its compiler "
+                   "flags; COHORT_CPU_ALL_ISAS compiles every path); using %s\n",
+                   r.text, isa_name(narrowest_compiled_isa).data(), isa_name(narrowest_compiled_isa).data());
+      return narrowest_compiled_isa;
     }
     return r.isa < best ? r.isa : best;
   }();

@@ -1,0 +1,89 @@
+// The convolution algorithms a program compiles by default (conv2d_winograd.hpp: without
+// COHORT_CONV_ALL_ALGORITHMS, as cohort_tests and the kernel library are built): each layer's
+// automatic choice and the direct kernel only. Asking for another one runs the layer's default,
+// bit for bit. The opt-in variants themselves are tested where they are compiled
+// (tests/backend/cpu/conv2d_winograd.cpp, its own program).
+#include <doctest/doctest.h>
+
+#include <random>
+#include <vector>
+
+#include <cohort/backend/cpu.hpp>
+
+using namespace cohort;
+
+namespace {
+using cpu::ConvAlgorithm;
+using F2Layer = Conv2dGeometry<32, 40, 9, 9, 3, 1, 1>;     // >= 32 channels: F(2x2) by default
+using DirectLayer = Conv2dGeometry<16, 24, 9, 9, 3, 1, 1>; // 16 channels: direct by default
+
+/// Sets the algorithm for one scope, then restores automatic.
+struct DefaultAlgorithmScope {
+  explicit DefaultAlgorithmScope(ConvAlgorithm a) { cpu::set_conv_algorithm(a); }
+  ~DefaultAlgorithmScope() { cpu::set_conv_algorithm(ConvAlgorithm::automatic); }
+  DefaultAlgorithmScope(const DefaultAlgorithmScope&) = delete;
+  DefaultAlgorithmScope& operator=(const DefaultAlgorithmScope&) = delete;
+};
+
+/// y, dX, dW and db of G on fixed random data, with the algorithm set now.
+template <class G>
+std::vector<float> forward_backward() {
+  using Kernels = ops::Conv2dKernels<Cpu>;
+  constexpr std::size_t batch = 3;
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(batch * G::in_size), w(G::out_channels * G::patch), b(G::out_channels), dy(batch * G::out_size);
+  for (auto* v : {&x, &w, &b, &dy})
+    for (auto& e : *v) e = normal(gen);
+  std::vector<float> y(batch * G::out_size), dx(x.size()), dw(w.size()), db(b.size());
+  CpuContext ctx;
+  Kernels::workspace<G, float> ws;
+  Kernels::forward<G>(ctx, x.data(), w.data(), b.data(), y.data(), batch, ws);
+  Kernels::backward<G>(ctx,
+                       ops::Conv2dBackwardArgs<float>{.x = x.data(),
+                                                      .w = w.data(),
+                                                      .dy = dy.data(),
+                                                      .dx = dx.data(),
+                                                      .dw = dw.data(),
+                                                      .db = db.data(),
+                                                      .batch = batch},
+                       ws);
+  for (const auto* v : {&dx, &dw, &db}) y.insert(y.end(), v->begin(), v->end());
+  return y;
+}
+} // namespace
+
+TEST_CASE("Winograd (default build): a layer compiles its automatic choice and the direct kernel only") {
+  static_assert(!cpu::all_conv_algorithms, "cohort_tests is built with the default algorithm set");
+  static_assert(cpu::winograd::choose<F2Layer>() == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::choose<DirectLayer>() == ConvAlgorithm::direct);
+  static_assert(cpu::winograd::compiled<F2Layer, ConvAlgorithm::winograd_f2>);
+  static_assert(cpu::winograd::compiled<F2Layer, ConvAlgorithm::direct>);
+  static_assert(!cpu::winograd::compiled<F2Layer, ConvAlgorithm::winograd_f4>);
+  static_assert(!cpu::winograd::compiled<DirectLayer, ConvAlgorithm::winograd_f2>);
+  static_assert(!cpu::winograd::compiled<DirectLayer, ConvAlgorithm::winograd_f4>);
+  static_assert(cpu::winograd::compiled<DirectLayer, ConvAlgorithm::direct>);
+
+  const auto f2_default = forward_backward<F2Layer>();
+  const auto direct_default = forward_backward<DirectLayer>();
+  {
+    // Not compiled for either layer: both keep their default, bit for bit.
+    DefaultAlgorithmScope scope(ConvAlgorithm::winograd_f4);
+    CHECK(cpu::conv_algorithm<F2Layer>() == ConvAlgorithm::winograd_f2);
+    CHECK(cpu::conv_algorithm<DirectLayer>() == ConvAlgorithm::direct);
+    CHECK(forward_backward<F2Layer>() == f2_default);
+    CHECK(forward_backward<DirectLayer>() == direct_default);
+  }
+  {
+    // F(2x2) is not compiled for the 16-channel layer: it stays direct.
+    DefaultAlgorithmScope scope(ConvAlgorithm::winograd_f2);
+    CHECK(cpu::conv_algorithm<DirectLayer>() == ConvAlgorithm::direct);
+    CHECK(forward_backward<DirectLayer>() == direct_default);
+  }
+  {
+    // The direct kernel is always there, and it is another computation than F(2x2)'s.
+    DefaultAlgorithmScope scope(ConvAlgorithm::direct);
+    CHECK(cpu::conv_algorithm<F2Layer>() == ConvAlgorithm::direct);
+    CHECK(forward_backward<F2Layer>() != f2_default);
+  }
+}
