@@ -40,7 +40,8 @@ if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   # a quarter of the suite's nvcc time (issue 32).
   cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES=90)
   # Without a GPU the CUDA programs only compile here (cuda.all_tests reports skipped): their
-  # host code at -O0 (COHORT_CUDA_COMPILE_ONLY, issue 32). With a GPU they are built as users'.
+  # host code at -O0 and their device code at -Ofc=max (COHORT_CUDA_COMPILE_ONLY, issue 32). With a
+  # GPU they are built as users'.
   if ! nvidia-smi -L >/dev/null 2>&1; then
     cmake_args+=(-DCOHORT_CUDA_COMPILE_ONLY=ON)
   fi

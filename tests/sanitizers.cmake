@@ -11,9 +11,10 @@
 # -fno-sanitize-recover=all: a UBSan finding stops the test and fails it (by default UBSan prints
 # and carries on). The groups compile only the -march=native kernel path
 # (COHORT_CPU_TARGET_ISA_ONLY): the sanitizers look at memory and threads, not at which ISA path
-# ran, and this halves their compile time. asan at -O0 (no optimisation can hide an access from it;
-# its unit compiles in 45% of the -O1 time, issue 32: io/onnx + safetensors + checkpoint 56 -> 25 s;
-# its tests take seconds either way), tsan at -O1 (its tests train networks, and run minutes).
+# ran, and this halves their compile time. asan at -Og (GCC's level for debugging: half -O1's
+# compile time, issue 32: the unit of io/onnx, safetensors and checkpoint 56 -> 28 s, the group
+# 141 -> 71 compiler-s, while its tests take 30 s instead of 16; -O0 compiled as fast, but they
+# took 60), tsan at -O1 (its tests train networks for minutes).
 # Included from tests/CMakeLists.txt (doctest_discover_tests is loaded there).
 
 include(CheckCXXSourceCompiles)
@@ -65,7 +66,7 @@ if(COHORT_SANITIZER_TESTS)
     # unit parses the library again (issue 32).
     cohort_test_batches(COHORT_ASAN_SOURCES asan_batches cpp 6 ${COHORT_ASAN_SOURCES})
     cohort_sanitized_tests(cohort_asan_tests asan "ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
-                           OPTIMIZE 0 SOURCES ${COHORT_ASAN_SOURCES} FLAGS ${COHORT_ASAN_FLAGS} LIBS ${asan_libs})
+                           OPTIMIZE g SOURCES ${COHORT_ASAN_SOURCES} FLAGS ${COHORT_ASAN_FLAGS} LIBS ${asan_libs})
   else()
     message(STATUS "cohort: ${CMAKE_CXX_COMPILER} cannot build with ${COHORT_ASAN_FLAGS}: no asan.* tests")
   endif()

@@ -15,7 +15,8 @@ echo "| unit | mode | flags | median s | runs (s) | peak RSS MB |"
 echo "|---|---|---|---:|---|---:|"
 for unit in user_model_a user_resnet20; do
   for mode in compiled header-only; do
-    if [ "$mode" = compiled ]; then flags=(-O2 -DCOHORT_COMPILED_KERNELS=1); else flags=(-O3 -march=native); fi
+    # compiled: what linking cohort::kernels defines (backend/cpu/compiled_kernels.hpp, simd.hpp).
+    if [ "$mode" = compiled ]; then flags=(-O2 -DCOHORT_COMPILED_KERNELS=1 -DCOHORT_CPU_ALL_ISAS=1); else flags=(-O3 -march=native); fi
     times=()
     rss=0
     for _ in $(seq "$runs"); do

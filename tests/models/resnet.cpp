@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <cohort/models/resnet.hpp>
+#include <cohort/models/torchvision_resnet.hpp>
 #include <cohort/precision/mixed_precision.hpp>
 
 #include "support/bands.hpp"
@@ -18,6 +19,13 @@ using namespace cohort;
 using namespace cohort::test;
 using Net = models::ResNet20;
 using test::Bands;
+
+// The parameter counts of PyTorch's modules (sum(p.numel() for p in model.parameters())).
+static_assert(models::ResNet20::parameter_count == 272'186);
+static_assert(std::is_same_v<models::ResNet20::output_shape, Shape<10>>);
+static_assert(models::CifarResNet20::parameter_count == 272'474);
+static_assert(models::ResNet18<>::parameter_count == 11'689'512); // torchvision.models.resnet18()
+static_assert(models::ResNet34<>::parameter_count == 21'797'672); // torchvision.models.resnet34()
 using test::TempDir;
 using test::trained_weights;
 

@@ -13,6 +13,13 @@ using namespace cohort;
 using namespace cohort::test;
 using namespace cohort::models;
 
+// The parameter counts of PyTorch's modules (sum(p.numel() for p in model.parameters())).
+static_assert(ModelA::parameter_count == 300'426);
+static_assert(std::is_same_v<ModelA::output_shape, Shape<10>>);
+static_assert(ModelB::parameter_count == 29'034);
+static_assert(ModelC::parameter_count == 402'442);
+static_assert(ModelD::parameter_count == 4'104'202);
+
 TEST_CASE("Model A (seed 000): matches PyTorch over 3 Adadelta steps, dropout on") {
   check_model<ModelA, NllLoss<>>("A", Adadelta({.lr = 0.5}));
 }

@@ -28,8 +28,6 @@ using ModelA = Sequential<Input<1, 28, 28>,                                     
                           MaxPool2d<2>, Dropout2d<0.10f>, Flatten,                // 4..6
                           Linear<4608, 64>, ReLU, Dropout<0.25f>, Linear<64, 10>, // 7..10
                           LogSoftmax>;                                            // 11
-static_assert(ModelA::parameter_count == 300'426);
-static_assert(std::is_same_v<ModelA::output_shape, Shape<10>>);
 
 /// Seed 001's ConvNet: two [Conv 5x5 pad 2, BatchNorm, ReLU, MaxPool 2] blocks and a linear
 /// head (trained with SGD and cross-entropy on raw scores).
@@ -37,13 +35,11 @@ using ModelB = Sequential<Input<1, 28, 28>,                                     
                           Conv2d<1, 16, 5, 1, 2>, BatchNorm2d<16>, ReLU, MaxPool2d<2, 2>,  // 0..3
                           Conv2d<16, 32, 5, 1, 2>, BatchNorm2d<32>, ReLU, MaxPool2d<2, 2>, // 4..7
                           Flatten, Linear<1568, 10>>;                                      // 8..9
-static_assert(ModelB::parameter_count == 29'034);
 
 /// Seed 003's small model (Adam, cross-entropy).
 using ModelC = Sequential<Input<1, 28, 28>,                                 //
                           Conv2d<1, 32, 3, 1, 1>, ReLU, MaxPool2d<2>,       // 0..2
                           Flatten, Linear<6272, 64>, ReLU, Linear<64, 10>>; // 3..6
-static_assert(ModelC::parameter_count == 402'442);
 
 /// Seed 003's large model (Adam, cross-entropy).
 using ModelD = Sequential<Input<1, 28, 28>,                              //
@@ -52,6 +48,8 @@ using ModelD = Sequential<Input<1, 28, 28>,                              //
                           Conv2d<256, 512, 3, 1, 1>, ReLU, MaxPool2d<2>, // 6..8
                           Flatten, Linear<4608, 512>, ReLU,              // 9..11
                           Linear<512, 512>, ReLU, Linear<512, 10>>;      // 12..15
-static_assert(ModelD::parameter_count == 4'104'202);
+
+// (Their parameter counts are static_asserted in tests/models/seed_models.cpp, not here: instantiating
+// the networks' types costs every unit that includes this header, issue 32.)
 
 } // namespace cohort::models
