@@ -5,6 +5,8 @@
     scripts/compiled_kernels.py --check OBJ...  fail if any object file defines a kernel entry point
                                                 that the list holds (it was compiled again) or that a
                                                 registered network needs and the list lacks
+        [--library libcohort_kernels.a]         or an executor pass (forward, backward) that the
+                                                library defines (network/compiled_executor.hpp)
 
 The first form compiles src/kernel_registry.cpp header-only at -O0 (every entry point it uses is
 then emitted as a weak symbol), reads the CPU op families' entry points from its symbols, and
@@ -45,6 +47,22 @@ def entry_points(obj):
             m = ENTRY.match(parts[2])
             if m:
                 found.append((m, parts[2]))
+    return found
+
+
+# The executor passes compiled mode declares extern for the registered networks: those of whole
+# networks (Sequential), not of the blocks' branches (layer_chain), which only they reach.
+EXECUTOR_PASS = re.compile(r"^cohort::Executor<cohort::Sequential<.*>::(forward|backward)\(")
+
+
+def executor_passes(obj, kinds):
+    """The executor passes an object (or archive) defines with symbol types in `kinds`."""
+    out = subprocess.run(["nm", "-C", "--defined-only", obj], check=True, capture_output=True, text=True).stdout
+    found = set()
+    for line in out.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[1] in kinds and EXECUTOR_PASS.match(parts[2]) and "::{lambda" not in parts[2]:
+            found.add(parts[2])
     return found
 
 
@@ -113,7 +131,9 @@ def generate(cxx, registry_object=None):
           % (len(found), len(groups), CHUNKS, os.path.relpath(HEADER, ROOT)))
 
 
-def check(objects):
+def check(objects, library=None):
+    # $<TARGET_OBJECTS> lists a target's precompiled header too (cohort_precompile): not an object.
+    objects = [o for o in objects if not o.endswith(".gch")]
     listed = set()
     with open(HEADER) as f:
         for line in f:
@@ -125,6 +145,15 @@ def check(objects):
             bad += 1
             state = "is listed but was compiled here again" if portable(sig) in listed else "is not in the list"
             print("%s: kernel entry point %s: %s" % (obj, state, sig))
+    if library:
+        compiled = executor_passes(library, ("W", "T"))
+        if not compiled:
+            print("%s: defines no executor pass (network/compiled_executor.hpp, src/executors_*.cpp)" % library)
+            bad += 1
+        for obj in objects:
+            for sig in sorted(executor_passes(obj, ("W", "T", "t", "w")) & compiled):
+                bad += 1
+                print("%s: executor pass compiled here again, the library defines it: %s" % (obj, sig))
     if bad:
         print("kernels.registry_complete: FAILED: %d entry points compiled outside the kernel library; "
               "run scripts/compiled_kernels.py after changing src/kernel_registry.cpp or an entry point's signature" % bad)
@@ -137,11 +166,12 @@ def check(objects):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", nargs="+", metavar="OBJ", help="object files built in compiled mode")
+    ap.add_argument("--library", help="with --check: the kernel library, whose executor passes no object may define")
     ap.add_argument("--cxx", default=os.environ.get("CXX", "g++"))
     ap.add_argument("--registry-object", help="use this object of src/kernel_registry.cpp instead of compiling it")
     a = ap.parse_args()
     if a.check:
-        return check(a.check)
+        return check(a.check, a.library)
     generate(a.cxx, a.registry_object)
     return 0
 

@@ -41,6 +41,7 @@ function(cohort_sanitized_tests target prefix env)
   # After the build type's -O: the last -O wins. -g1: line numbers in the reports.
   target_compile_options(${target} PRIVATE ${ARG_FLAGS} -O${ARG_OPTIMIZE} -g1 -fno-omit-frame-pointer)
   target_link_options(${target} PRIVATE ${ARG_FLAGS})
+  cohort_precompile(${target} HEADERS <doctest/doctest.h> <cohort/cohort.hpp>)
   doctest_discover_tests(${target} TEST_PREFIX "${prefix}." PROPERTIES LABELS ${prefix} ENVIRONMENT "${env}"
                          SKIP_REGULAR_EXPRESSION "COHORT_SKIP:")
 endfunction()

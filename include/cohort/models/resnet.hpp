@@ -65,3 +65,9 @@ using CifarResNet20 = ResNet20Of<3, 32>;
 // the networks' types costs every unit that includes this header, 0.9 s for all models, issue 32.)
 
 } // namespace cohort::models
+
+// Compiled mode: its executors come from the kernel library (network/compiled_executor.hpp).
+#if defined(COHORT_COMPILED_KERNELS)
+#include "cohort/network/compiled_executor.hpp"
+COHORT_DETAIL_COMPILED_NETWORK(extern, cohort::models::ResNet20)
+#endif

@@ -53,3 +53,12 @@ using ModelD = Sequential<Input<1, 28, 28>,                              //
 // the networks' types costs every unit that includes this header, issue 32.)
 
 } // namespace cohort::models
+
+// Compiled mode: their executors come from the kernel library (network/compiled_executor.hpp).
+#if defined(COHORT_COMPILED_KERNELS)
+#include "cohort/network/compiled_executor.hpp"
+COHORT_DETAIL_COMPILED_NETWORK(extern, cohort::models::ModelA)
+COHORT_DETAIL_COMPILED_NETWORK(extern, cohort::models::ModelB)
+COHORT_DETAIL_COMPILED_NETWORK(extern, cohort::models::ModelC)
+COHORT_DETAIL_COMPILED_NETWORK(extern, cohort::models::ModelD)
+#endif

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -64,6 +65,30 @@ struct StorePointers {
 /// all-reduce with the rest of the backward pass).
 struct NoHook {
   constexpr void operator()(std::size_t) const noexcept {}
+};
+
+/// What a backward pass calls a hook through: a non-owning reference to any callable
+/// `void(std::size_t)` (NoHook: none), valid for the call it is passed to. Not a template
+/// parameter of backward: the pass is then one function per network and storage type, which the
+/// compiled kernel library can hold for every engine alike (network/compiled_executor.hpp), and
+/// an indirect call per layer and pass costs nothing beside the layer.
+class BackwardHook {
+ public:
+  constexpr BackwardHook() noexcept = default;
+  constexpr BackwardHook(NoHook) noexcept {}
+  template <class F>
+  requires(!std::is_same_v<std::remove_cvref_t<F>, BackwardHook> && !std::is_same_v<std::remove_cvref_t<F>, NoHook> &&
+           std::is_invocable_v<F&, std::size_t>) BackwardHook(F&& f)
+  noexcept // NOLINT(google-explicit-constructor): any callable is a hook
+      : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* o, std::size_t layer) { (*static_cast<std::remove_reference_t<F>*>(o))(layer); }) {}
+  void operator()(std::size_t layer) const {
+    if (call_) call_(object_, layer);
+  }
+
+ private:
+  void* object_ = nullptr;
+  void (*call_)(void*, std::size_t) = nullptr;
 };
 
 namespace detail {
@@ -127,132 +152,26 @@ class Executor {
                                           ConstBatchView<input_shape, T> x, const accumulator_t<T>* master = nullptr) {
     return forward(ctx, step, StorePointers<T>{p.values.data(), p.buffers.data(), p.counters.data(), master}, x);
   }
-  /// The same on tensors found through pointers (a block's slice of the stores).
+  /// The same on tensors found through pointers (a block's slice of the stores). (Defined below
+  /// the class, not inline: compiled mode declares a registered network's instance `extern
+  /// template`, models/compiled_networks.hpp.)
   ConstBatchView<output_shape, T> forward(context_type& ctx, const StepInfo& step, const StorePointers<T>& p,
-                                          ConstBatchView<input_shape, T> x) {
-    if (x.batch() == 0) throw ValueError("forward: the batch is empty");
-    reserve(x.batch());
-    batch_ = x.batch();
-    step_ = step;
-    frozen_step_ = step;
-    frozen_step_.mode = Mode::eval;
-    frozen_step_.update_buffers = false;
-    act_[0] = x.data();
-    each_layer([&]<std::size_t I>() {
-      using B = layer<I>;
-      if constexpr (detail::is_view_layer<B>()) {
-        act_[I + 1] = act_[I];
-      } else if (absorbed<I>()) {
-        act_[I + 1] = act_[I]; // an earlier layer of the group already applied this one
-      } else {
-        const Fusion fused = fused_count<I>();
-        T* out = group_output<I>(fused);
-        const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-        const ForwardArgs<Backend, T> args{ctx,
-                                           step_of(I),
-                                           index_base_ + I,
-                                           batch_,
-                                           p.values + Net::layout.param_base[I],
-                                           p.buffers + Net::layout.buffer_base[I],
-                                           p.counters + Net::layout.counter_base[I],
-                                           act_[I],
-                                           out,
-                                           fused != Fusion::none,
-                                           p.master ? p.master + Net::layout.param_base[I] : nullptr};
-        if constexpr (fusable<I>() == Fusion::relu_pool) {
-          if (fused == Fusion::relu_pool)
-            B::template forward_relu_pool<Backend, T, typename layer<I + 2>::geometry>(args, std::get<I>(states_));
-          else
-            B::template forward<Backend, T>(args, std::get<I>(states_));
-        } else {
-          B::template forward<Backend, T>(args, std::get<I>(states_));
-        }
-        act_[I + 1] = out;
-        if (profile_) {
-          profile_->forward[I] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          ++profile_->calls[I];
-        }
-      }
-    });
-    return {act_[L], batch_};
-  }
+                                          ConstBatchView<input_shape, T> x);
 
   /// Back-propagates `dy` (d loss / d output of the last forward) into `g`. Returns d loss / d
   /// input when `opts.input_grad`, else an empty view.
-  template <class Hook = NoHook>
   ConstBatchView<input_shape, T> backward(context_type& ctx, const params_type& p, grads_type& g,
                                           ConstBatchView<output_shape, T> dy, BackwardOptions opts = {},
-                                          Hook&& hook = {}, const accumulator_t<T>* master = nullptr) {
+                                          BackwardHook hook = {}, const accumulator_t<T>* master = nullptr) {
     // Backward reads parameters and running statistics only.
     const StorePointers<T> at{p.values.data(), const_cast<accumulator_t<T>*>(p.buffers.data()), nullptr, master};
-    return backward(ctx, at, g.values.data(), dy, opts, std::forward<Hook>(hook));
+    return backward(ctx, at, g.values.data(), dy, opts, hook);
   }
-  /// The same on tensors found through pointers, gradients written from `grads` on.
-  template <class Hook = NoHook>
+  /// The same on tensors found through pointers, gradients written from `grads` on. (Defined
+  /// below the class, as forward.)
   ConstBatchView<input_shape, T> backward(context_type& ctx, const StorePointers<T>& p, accumulator_t<T>* grads,
                                           ConstBatchView<output_shape, T> dy, BackwardOptions opts = {},
-                                          Hook&& hook = {}) {
-    if (batch_ == 0) throw ValueError("backward: call forward first");
-    if (dy.batch() != batch_)
-      throw ShapeError(
-          detail::concat("backward: the gradient has batch ", dy.batch(), ", the last forward had batch ", batch_));
-    // The ping-pong gradient buffers are allocated by the first backward pass (inference never
-    // needs them).
-    constexpr std::size_t largest = detail::max_activation<layers>::value;
-    for (auto& buffer : grads_)
-      if (buffer.size() < capacity_ * largest) buffer.resize(capacity_ * largest);
-    const T* d_out = dy.data();
-    int holder = -1; // which of grads_ holds d_out (-1: the caller's memory)
-    each_layer_reversed([&]<std::size_t I>() {
-      using B = layer<I>;
-      // Below the lowest trainable layer nothing needs a gradient (Freeze), unless the caller
-      // wants d loss / d input.
-      if (below(I, first_trainable_) && !opts.input_grad) return;
-      const bool need_dx = below(first_trainable_, I) || opts.input_grad;
-      if constexpr (detail::is_view_layer<B>()) {
-        return; // d_out already is d_in
-      } else {
-        if (absorbed<I>()) return; // handled by the group's first layer, which sees d_out
-        if (!need_dx && B::parameters.size() == 0) return;
-        const Fusion fused = fused_count<I>();
-        const int target = holder == 0 ? 1 : 0;
-        T* dx = need_dx ? grads_[target].data() : nullptr;
-        // A frozen layer above a trainable one passes the gradient on; its own weight gradient
-        // goes to scratch, never into the store (no kernel of any layer has to know).
-        const bool frozen = frozen_[I];
-        const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-        const BackwardArgs<Backend, T> args{ctx,
-                                            step_of(I),
-                                            index_base_ + I,
-                                            batch_,
-                                            p.values + Net::layout.param_base[I],
-                                            frozen ? frozen_grads_.data() : grads + Net::layout.param_base[I],
-                                            p.buffers + Net::layout.buffer_base[I],
-                                            act_[I],
-                                            act_[I + 1],
-                                            d_out,
-                                            dx,
-                                            opts.accumulate && !frozen,
-                                            fused != Fusion::none,
-                                            p.master ? p.master + Net::layout.param_base[I] : nullptr};
-        if constexpr (fusable<I>() == Fusion::relu_pool) {
-          if (fused == Fusion::relu_pool)
-            B::template backward_relu_pool<Backend, T, typename layer<I + 2>::geometry>(args, std::get<I>(states_));
-          else
-            B::template backward<Backend, T>(args, std::get<I>(states_));
-        } else {
-          B::template backward<Backend, T>(args, std::get<I>(states_));
-        }
-        if (profile_)
-          profile_->backward[I] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if constexpr (B::parameters.size() > 0)
-          if (!frozen) hook(I);
-        d_out = dx;
-        holder = target;
-      }
-    });
-    return opts.input_grad ? ConstBatchView<input_shape, T>{d_out, batch_} : ConstBatchView<input_shape, T>{};
-  }
+                                          BackwardHook hook = {});
 
   /// Freezes layers (network/freezing.hpp; an empty FrozenLayers unfreezes): they run in
   /// evaluation mode when `f.eval_mode`, write no parameter gradients and fire no hook, and
@@ -393,5 +312,121 @@ class Executor {
   bool fusion_ = true;
   std::size_t index_base_ = 0;
 };
+
+template <ChainDescription Net, class T, class Backend>
+auto Executor<Net, T, Backend>::forward(context_type& ctx, const StepInfo& step, const StorePointers<T>& p,
+                                        ConstBatchView<input_shape, T> x) -> ConstBatchView<output_shape, T> {
+  if (x.batch() == 0) throw ValueError("forward: the batch is empty");
+  reserve(x.batch());
+  batch_ = x.batch();
+  step_ = step;
+  frozen_step_ = step;
+  frozen_step_.mode = Mode::eval;
+  frozen_step_.update_buffers = false;
+  act_[0] = x.data();
+  each_layer([&]<std::size_t I>() {
+    using B = layer<I>;
+    if constexpr (detail::is_view_layer<B>()) {
+      act_[I + 1] = act_[I];
+    } else if (absorbed<I>()) {
+      act_[I + 1] = act_[I]; // an earlier layer of the group already applied this one
+    } else {
+      const Fusion fused = fused_count<I>();
+      T* out = group_output<I>(fused);
+      const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      const ForwardArgs<Backend, T> args{ctx,
+                                         step_of(I),
+                                         index_base_ + I,
+                                         batch_,
+                                         p.values + Net::layout.param_base[I],
+                                         p.buffers + Net::layout.buffer_base[I],
+                                         p.counters + Net::layout.counter_base[I],
+                                         act_[I],
+                                         out,
+                                         fused != Fusion::none,
+                                         p.master ? p.master + Net::layout.param_base[I] : nullptr};
+      if constexpr (fusable<I>() == Fusion::relu_pool) {
+        if (fused == Fusion::relu_pool)
+          B::template forward_relu_pool<Backend, T, typename layer<I + 2>::geometry>(args, std::get<I>(states_));
+        else
+          B::template forward<Backend, T>(args, std::get<I>(states_));
+      } else {
+        B::template forward<Backend, T>(args, std::get<I>(states_));
+      }
+      act_[I + 1] = out;
+      if (profile_) {
+        profile_->forward[I] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++profile_->calls[I];
+      }
+    }
+  });
+  return {act_[L], batch_};
+}
+
+template <ChainDescription Net, class T, class Backend>
+auto Executor<Net, T, Backend>::backward(context_type& ctx, const StorePointers<T>& p, accumulator_t<T>* grads,
+                                         ConstBatchView<output_shape, T> dy, BackwardOptions opts, BackwardHook hook)
+    -> ConstBatchView<input_shape, T> {
+  if (batch_ == 0) throw ValueError("backward: call forward first");
+  if (dy.batch() != batch_)
+    throw ShapeError(
+        detail::concat("backward: the gradient has batch ", dy.batch(), ", the last forward had batch ", batch_));
+  // The ping-pong gradient buffers are allocated by the first backward pass (inference never
+  // needs them).
+  constexpr std::size_t largest = detail::max_activation<layers>::value;
+  for (auto& buffer : grads_)
+    if (buffer.size() < capacity_ * largest) buffer.resize(capacity_ * largest);
+  const T* d_out = dy.data();
+  int holder = -1; // which of grads_ holds d_out (-1: the caller's memory)
+  each_layer_reversed([&]<std::size_t I>() {
+    using B = layer<I>;
+    // Below the lowest trainable layer nothing needs a gradient (Freeze), unless the caller
+    // wants d loss / d input.
+    if (below(I, first_trainable_) && !opts.input_grad) return;
+    const bool need_dx = below(first_trainable_, I) || opts.input_grad;
+    if constexpr (detail::is_view_layer<B>()) {
+      return; // d_out already is d_in
+    } else {
+      if (absorbed<I>()) return; // handled by the group's first layer, which sees d_out
+      if (!need_dx && B::parameters.size() == 0) return;
+      const Fusion fused = fused_count<I>();
+      const int target = holder == 0 ? 1 : 0;
+      T* dx = need_dx ? grads_[target].data() : nullptr;
+      // A frozen layer above a trainable one passes the gradient on; its own weight gradient
+      // goes to scratch, never into the store (no kernel of any layer has to know).
+      const bool frozen = frozen_[I];
+      const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      const BackwardArgs<Backend, T> args{ctx,
+                                          step_of(I),
+                                          index_base_ + I,
+                                          batch_,
+                                          p.values + Net::layout.param_base[I],
+                                          frozen ? frozen_grads_.data() : grads + Net::layout.param_base[I],
+                                          p.buffers + Net::layout.buffer_base[I],
+                                          act_[I],
+                                          act_[I + 1],
+                                          d_out,
+                                          dx,
+                                          opts.accumulate && !frozen,
+                                          fused != Fusion::none,
+                                          p.master ? p.master + Net::layout.param_base[I] : nullptr};
+      if constexpr (fusable<I>() == Fusion::relu_pool) {
+        if (fused == Fusion::relu_pool)
+          B::template backward_relu_pool<Backend, T, typename layer<I + 2>::geometry>(args, std::get<I>(states_));
+        else
+          B::template backward<Backend, T>(args, std::get<I>(states_));
+      } else {
+        B::template backward<Backend, T>(args, std::get<I>(states_));
+      }
+      if (profile_)
+        profile_->backward[I] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if constexpr (B::parameters.size() > 0)
+        if (!frozen) hook(I);
+      d_out = dx;
+      holder = target;
+    }
+  });
+  return opts.input_grad ? ConstBatchView<input_shape, T>{d_out, batch_} : ConstBatchView<input_shape, T>{};
+}
 
 } // namespace cohort
