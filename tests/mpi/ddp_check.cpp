@@ -59,6 +59,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <numeric>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -307,6 +309,61 @@ int compressed(const Args& a, double limit) {
   return failed;
 }
 
+/// A dataset that writes its batches itself, as ImageFolder does (SampleLoadingData), and
+/// records which samples each rank was asked for.
+struct LoadingBands {
+  using shape = Bands::shape;
+  const Bands* data;
+  mutable std::mutex mutex; // load_samples runs on the prefetch thread
+  mutable std::vector<std::size_t> loaded;
+  std::size_t size() const { return data->size(); }
+  std::int32_t label(std::size_t i) const { return data->label(i); }
+  void load_samples(std::span<const std::size_t> idx, std::span<float> out, const SampleDraw&) const {
+    for (std::size_t k = 0; k < idx.size(); ++k)
+      std::copy_n(data->image(idx[k]), shape::size, out.data() + k * shape::size);
+    const std::lock_guard<std::mutex> g(mutex);
+    loaded.insert(loaded.end(), idx.begin(), idx.end());
+  }
+};
+
+/// Issue 34: under ProcessGroupDDP a rank reads only its own shard. In each of 2 epochs every
+/// rank is asked for its DistributedSampler share exactly (size / world samples, none twice),
+/// and the ranks' shares are disjoint and make up the epoch.
+int shard() {
+  const Bands bands(96, 7);
+  const LoadingBands data{&bands, {}, {}};
+  Trainer<models::ModelC, Sgd<>, ProcessGroupDDP<Mpi>> t(sgd(), options(8, false));
+  const std::size_t share = bands.size() / std::size_t(world_size());
+  int failed = 0;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    data.loaded.clear();
+    t.fit_epoch(data);
+    std::vector<std::size_t> mine = data.loaded;
+    std::sort(mine.begin(), mine.end());
+    const bool repeated = std::adjacent_find(mine.begin(), mine.end()) != mine.end();
+    if (mine.size() != share || repeated) {
+      std::fprintf(stderr, "ddp_check: rank %d, epoch %d: asked for %zu samples%s, its shard is %zu\n", world_rank(),
+                   epoch, mine.size(), repeated ? " (some twice)" : "", share);
+      failed = 1;
+    }
+    std::vector<unsigned long long> sent(mine.begin(), mine.end()), all(share * std::size_t(world_size()));
+    sent.resize(share);
+    MPI_Allgather(sent.data(), int(share), MPI_UNSIGNED_LONG_LONG, all.data(), int(share), MPI_UNSIGNED_LONG_LONG,
+                  MPI_COMM_WORLD);
+    std::sort(all.begin(), all.end());
+    std::vector<unsigned long long> expected(bands.size());
+    std::iota(expected.begin(), expected.end(), 0ull);
+    if (all != expected) {
+      std::fprintf(stderr, "ddp_check: epoch %d: the ranks' shards overlap or miss samples\n", epoch);
+      failed = 1;
+    }
+    if (world_rank() == 0 && !failed)
+      std::printf("shard: epoch %d: %d rank(s) each read its %zu samples, disjoint, the epoch's %zu in all\n", epoch,
+                  world_size(), share, bands.size());
+  }
+  return failed;
+}
+
 int placement() {
   const MpiCommunicator c(30.0);
   std::printf("placement: rank %d of %d host %s local_rank %d local_size %d\n", c.rank(), c.size(), c.host().c_str(),
@@ -454,6 +511,7 @@ int main(int argc, char** argv) {
     if (a.mode == "accumulate") return accumulate();
     if (a.mode == "freeze") return freeze();
     if (a.mode == "placement") return placement();
+    if (a.mode == "shard") return shard();
     if (a.mode == "linkcut") return linkcut(a);
     if (a.mode == "compressed") return compressed(a, limit);
     if (a.mode == "overflow") return overflow();
