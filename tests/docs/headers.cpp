@@ -278,6 +278,8 @@ static_assert(Net::parameter_count == 27'210);
   // The usual CNN recipe: no weight decay on BatchNorm parameters and biases.
   opt.set_parameter_groups(cohort::parameter_groups<Net>(cohort::no_decay_on_norms_and_biases()));
   // or through the Trainer: TrainerOptions{.parameter_groups = cohort::no_decay_on_norms_and_biases()}
+  // The fast-training recipes' BatchNorm biases at 64x the learning rate:
+  opt.set_parameter_groups(cohort::parameter_groups<Net>(cohort::for_batch_norm_biases({.lr_scale = 64})));
   //! [optim/parameter_groups]
 }
 

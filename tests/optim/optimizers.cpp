@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "support/compare.hpp"
@@ -10,6 +11,7 @@
 #include "support/optimizer_state.hpp"
 
 #include <cohort/models/resnet.hpp>
+#include <cohort/models/seed_models.hpp>
 #include <cohort/optim/adadelta.hpp>
 #include <cohort/optim/adam.hpp>
 #include <cohort/optim/clip_grad_norm.hpp>
@@ -180,6 +182,48 @@ TEST_CASE("Parameter groups: no decay on norms and biases, from a network's layo
   CHECK_THROWS_WITH_AS(opt.step(std::span<float>(p), std::span<const float>(g)),
                        "SGD: parameter groups cover 10 parameters, step() got 12 (groups built for another network?)",
                        ShapeError);
+}
+
+TEST_CASE("Parameter groups: a learning-rate scale for BatchNorm biases only") {
+  // Model B: conv biases (0.bias, 4.bias) and the Linear's (9.bias) are not BatchNorm biases;
+  // 1.bias and 5.bias are. In ResNet-20 they sit inside blocks (3.body.1.bias).
+  const auto scale_of = []<class Net>(std::type_identity<Net>, const std::string& name) {
+    const auto groups = parameter_groups<Net>(for_batch_norm_biases({.lr_scale = 64}));
+    for (const auto& e : Net::layout.entries)
+      if (e.kind == TensorKind::parameter && e.name() == name)
+        for (const ParameterGroup& g : groups)
+          if (g.offset <= e.offset && e.offset < g.offset + g.size) return g.settings.lr_scale;
+    return -1.0;
+  };
+  const std::type_identity<models::ModelB> b;
+  CHECK(scale_of(b, "1.bias") == 64);
+  CHECK(scale_of(b, "5.bias") == 64);
+  CHECK(scale_of(b, "1.weight") == 1);
+  CHECK(scale_of(b, "0.bias") == 1);
+  CHECK(scale_of(b, "4.bias") == 1);
+  CHECK(scale_of(b, "9.bias") == 1);
+  CHECK(scale_of(b, "0.weight") == 1);
+  const std::type_identity<models::ResNet20> r;
+  std::size_t scaled = 0, batch_norms = 0;
+  for (const auto& e : models::ResNet20::layout.entries) {
+    if (e.kind != TensorKind::parameter) continue;
+    const std::string n = e.name();
+    const bool bn_bias = n.ends_with(".bias") && scale_of(r, n) == 64;
+    scaled += bn_bias;
+    if (n.ends_with(".weight") && e.spec.rank == 1) ++batch_norms;
+    if (!n.ends_with(".bias")) CHECK_MESSAGE(scale_of(r, n) == 1, n);
+  }
+  CHECK(scaled == batch_norms);       // one bias per BatchNorm
+  CHECK(scaled == 21);                // the stem's, two per block, and the two projection shortcuts'
+  CHECK(scale_of(r, "0.bias") == -1); // the stem convolution has no bias: not a tensor at all
+  // Inside one block, a biased convolution beside a BatchNorm: only the BatchNorm's bias scales.
+  using Block = Sequential<Input<4, 6, 6>, Residual<Branch<Conv2d<4, 4, 3, 1, 1>, BatchNorm2d<4>>>>;
+  const std::type_identity<Block> k;
+  CHECK(scale_of(k, "0.body.0.bias") == 1);
+  CHECK(scale_of(k, "0.body.1.bias") == 64);
+  CHECK(scale_of(k, "0.body.1.weight") == 1);
+  CHECK_THROWS_WITH_AS(for_batch_norm_biases({.lr_scale = -2}),
+                       "parameter groups: invalid lr_scale -2 (expected a finite value >= 0)", ValueError);
 }
 
 TEST_CASE("Optimisers: defaults are PyTorch's") {

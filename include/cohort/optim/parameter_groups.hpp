@@ -7,6 +7,8 @@
 ///     // The usual CNN recipe: no weight decay on BatchNorm parameters and biases.
 ///     opt.set_parameter_groups(cohort::parameter_groups<Net>(cohort::no_decay_on_norms_and_biases()));
 ///     // or through the Trainer: TrainerOptions{.parameter_groups = cohort::no_decay_on_norms_and_biases()}
+///     // The fast-training recipes' BatchNorm biases at 64x the learning rate:
+///     opt.set_parameter_groups(cohort::parameter_groups<Net>(cohort::for_batch_norm_biases({.lr_scale = 64})));
 ///
 /// A rule sees every parameter tensor (its state_dict name, layer, tensor name and rank) and
 /// returns its settings: a learning-rate multiplier and, optionally, its own weight decay.
@@ -55,6 +57,9 @@ struct ParameterInfo {
   std::string_view tensor; // the layer's name for it: "weight", "body.1.bias"
   std::size_t layer = 0;   // position in the Sequential
   std::size_t rank = 0;    // 1 for biases and normalisation weights, 2 for Linear, 4 for Conv2d
+  /// A BatchNorm's weight or bias: the (sub-)layer that holds it also holds running statistics
+  /// ("3.body.1.bias" beside "3.body.1.running_mean"). Convolution and Linear biases are not.
+  bool batch_norm = false;
 };
 
 /// Picks a tensor's settings.
@@ -75,8 +80,34 @@ inline GroupRule for_norms_and_biases(GroupSettings norm_and_bias) {
   return [norm_and_bias](const ParameterInfo& t) { return is_norm_or_bias(t) ? norm_and_bias : GroupSettings{}; };
 }
 
+/// `bias` for BatchNorm biases only, the optimiser's settings elsewhere: the fast-training
+/// recipes' BatchNorm-bias learning-rate scale (airbench trains them at 64x the rate), which
+/// for_norms_and_biases cannot express since it also takes BatchNorm weights and every other bias.
+inline GroupRule for_batch_norm_biases(GroupSettings bias) {
+  if (!(bias.lr_scale >= 0) || !std::isfinite(bias.lr_scale))
+    throw ValueError(
+        detail::concat("parameter groups: invalid lr_scale ", bias.lr_scale, " (expected a finite value >= 0)"));
+  return [bias](const ParameterInfo& t) {
+    return t.batch_norm && (t.tensor == "bias" || t.tensor.ends_with(".bias")) ? bias : GroupSettings{};
+  };
+}
+
 /// The usual CNN rule in one line: weight decay 0 on BatchNorm parameters and biases.
 inline GroupRule no_decay_on_norms_and_biases() { return for_norms_and_biases({.weight_decay = 0.0}); }
+
+namespace detail {
+/// Whether parameter `p`'s (sub-)layer also holds a "running_mean" buffer, i.e. is a BatchNorm.
+template <class Net>
+bool holds_running_statistics(const LayoutEntry& p) {
+  const std::string_view name = p.spec.name;
+  const std::size_t dot = name.rfind('.');
+  const std::string statistics =
+      std::string(dot == std::string_view::npos ? std::string_view{} : name.substr(0, dot + 1)) + "running_mean";
+  for (const auto& e : Net::layout.entries)
+    if (e.layer == p.layer && e.kind != TensorKind::parameter && e.spec.name == statistics) return true;
+  return false;
+}
+} // namespace detail
 
 /// The groups `rule` makes of network Net's parameters (Net::layout order), neighbours with equal
 /// settings merged; they cover the whole parameter store.
@@ -86,7 +117,8 @@ std::vector<ParameterGroup> parameter_groups(const GroupRule& rule) {
   std::vector<ParameterGroup> out;
   for (const auto& e : Net::layout.entries) {
     if (e.kind != TensorKind::parameter) continue;
-    const GroupSettings s = rule(ParameterInfo{e.name(), e.spec.name, e.layer, e.spec.rank});
+    const GroupSettings s =
+        rule(ParameterInfo{e.name(), e.spec.name, e.layer, e.spec.rank, detail::holds_running_statistics<Net>(e)});
     if (!(s.lr_scale >= 0) || !std::isfinite(s.lr_scale))
       throw ValueError(detail::concat("parameter groups: tensor ", e.name(), " got lr_scale ", s.lr_scale,
                                       " (expected a finite value >= 0)"));
