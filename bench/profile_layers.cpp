@@ -1,4 +1,4 @@
-// Where a training step's time goes, layer by layer, for one seed model or ResNet-20:
+// Where a training step's time goes, layer by layer, for one seed model, ResNet-20 or FastResNet:
 //
 //   profile_layers --model A --batch 128 --threads 1
 //
@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cohort/cohort.hpp>
+#include <cohort/models/fast_resnet.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
   std::size_t batch = 128, threads = 1, steps = 10;
   double peak = 0;
   CLI::App app{"per-layer time of a training step"};
-  app.add_option("--model", model)->check(CLI::IsMember({"A", "B", "C", "D", "resnet"}));
+  app.add_option("--model", model)->check(CLI::IsMember({"A", "B", "C", "D", "resnet", "fast"}));
   app.add_option("--batch", batch)->check(CLI::Range(1, 65536));
   app.add_option("--threads", threads)->check(CLI::Range(1, 256));
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
@@ -155,4 +156,8 @@ int main(int argc, char** argv) {
   if (model == "resnet")
     profile<ResNet20, CrossEntropyLoss<>>("resnet", Sgd({.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4}), batch,
                                           steps, peak);
+  // FastResNet, the time-to-accuracy record network (bench/time_to_accuracy.py's recipe's optimiser).
+  if (model == "fast")
+    profile<FastResNet, CrossEntropyLoss<>>(
+        "fast", Sgd({.lr = 0.2, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true}), batch, steps, peak);
 }

@@ -10,6 +10,7 @@
 // To add networks, list them below and run `scripts/compiled_kernels.py` (it rewrites the
 // header; CI's kernels.registry_complete test fails when a listed network's kernels are missing).
 #include <cohort/cohort.hpp>
+#include <cohort/models/fast_resnet.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 #include <cohort/precision/mixed_precision.hpp>
@@ -43,4 +44,5 @@ void cohort_kernel_registry(const cohort::ImageDataset<cohort::Shape<1, 28, 28>>
   instantiate_all_precisions<ModelC>(data);
   instantiate_all_precisions<ModelD>(data);
   instantiate_all_precisions<ResNet20>(data);
+  instantiate_all_precisions<FastResNet>(data);
 }

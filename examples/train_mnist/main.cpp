@@ -25,8 +25,10 @@
 int main(int argc, char** argv) {
   TrainMnistOptions o;
   CLI::App app{"Train a seed model on Fashion-MNIST (or any MNIST-format directory) with cohort"};
-  app.add_option("--model", o.model, "A (seed 000), B (seed 001), C or D (seed 003 small/large), resnet (ResNet-20)")
-      ->check(CLI::IsMember({"A", "B", "C", "D", "resnet"}))
+  app.add_option("--model", o.model,
+                 "A (seed 000), B (seed 001), C or D (seed 003 small/large), resnet (ResNet-20), fast (FastResNet, "
+                 "the time-to-accuracy record network)")
+      ->check(CLI::IsMember({"A", "B", "C", "D", "resnet", "fast"}))
       ->capture_default_str();
   app.add_option("--epochs", o.epochs, "epochs to train (in all, counting those before --resume)")
       ->capture_default_str();
@@ -43,6 +45,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_flag("--no-decay-on-norms", o.no_decay_on_norms,
                "parameter groups: no weight decay on BatchNorm parameters and biases");
+  app.add_option("--bn-bias-lr-scale", o.bn_bias_lr_scale,
+                 "parameter groups: train BatchNorm biases at this multiple of the learning rate (airbench's 64)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--target-accuracy", o.target_accuracy,
+                 "stop after the first epoch whose test accuracy (%) is at or above this (a time-to-accuracy run); "
+                 "the schedule stays the one planned for --epochs")
+      ->check(CLI::Range(0.0, 100.0));
   app.add_option("--clip-grad-norm", o.clip_grad_norm,
                  "clip the gradients to this global L2 norm before every step (clip_grad_norm_)")
       ->check(CLI::PositiveNumber);
@@ -121,7 +130,7 @@ int main(int argc, char** argv) {
                  "training augmentation, seeded by (seed, epoch, sample): crop=P (RandomCrop with P pixels of "
                  "zero padding), flip or flip=P (RandomHorizontalFlip), comma-separated");
   app.add_option("--label-smoothing", o.label_smoothing,
-                 "CrossEntropyLoss label smoothing in [0, 1], torch's (models B, C, D, resnet)");
+                 "CrossEntropyLoss label smoothing in [0, 1], torch's (models B, C, D, resnet, fast)");
   app.add_option("--class-weights", o.class_weights,
                  "CrossEntropyLoss class weights, one per class: w0,w1,...,w9 (torch's weight=)");
   CLI11_PARSE(app, argc, argv);

@@ -7,7 +7,7 @@
 #include <string>
 
 struct TrainMnistOptions {
-  std::string model = "A"; // A, B, C, D or resnet
+  std::string model = "A"; // A, B, C, D, resnet or fast
   std::size_t epochs = 2;
   std::size_t batch_size = 0; // 0: the seed notebook's (100 for B, 128 otherwise)
   double lr = -1;             // < 0: the seed notebook's
@@ -16,6 +16,8 @@ struct TrainMnistOptions {
   double weight_decay = -1; // < 0: the optimiser's default (0; AdamW 0.01)
   bool nesterov = false;
   bool no_decay_on_norms = false; // parameter groups: no weight decay on BatchNorm and biases
+  double bn_bias_lr_scale = 1;    // parameter groups: BatchNorm biases at this multiple of the rate
+  double target_accuracy = 0;     // > 0: stop after the first epoch whose test accuracy reaches it (%)
   double clip_grad_norm = 0;      // 0: no clipping
   std::string freeze;             // "below:N" or state_dict prefixes "0,1,3" (fine-tuning); empty: none
   double ema = 0;                 // weight average's decay (TrainerOptions::ema); 0: none
@@ -56,7 +58,8 @@ struct TrainMnistOptions {
   X(b, fp32) X(b, fp16) X(b, bf16)       \
   X(c, fp32) X(c, fp16) X(c, bf16)       \
   X(d, fp32) X(d, fp16) X(d, bf16)       \
-  X(resnet, fp32) X(resnet, fp16) X(resnet, bf16)
+  X(resnet, fp32) X(resnet, fp16) X(resnet, bf16) \
+  X(fast, fp32) X(fast, fp16) X(fast, bf16)
 // clang-format on
 #define TRAIN_MNIST_DECLARE(model, precision) int train_model_##model##_##precision(const TrainMnistOptions&);
 TRAIN_MNIST_FOR_EACH(TRAIN_MNIST_DECLARE)

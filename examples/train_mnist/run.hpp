@@ -90,6 +90,9 @@ int train(const TrainMnistOptions& o, Opt opt) {
   to.schedule_per_step = o.schedule_per_step;
   to.loss = {.label_smoothing = o.label_smoothing, .class_weights = parse_class_weights(o.class_weights)};
   if (o.no_decay_on_norms) to.parameter_groups = no_decay_on_norms_and_biases();
+  if (o.bn_bias_lr_scale != 1)
+    to.parameter_groups = combine(std::move(to.parameter_groups), for_batch_norm_biases({.lr_scale = o.bn_bias_lr_scale}));
+  if (o.target_accuracy > 0) to.target_accuracy = o.target_accuracy;
   to.max_grad_norm = o.clip_grad_norm;
   to.freeze = Freeze::parse(o.freeze);
   if (o.ema > 0) to.ema = EmaOptions{.decay = o.ema, .every = o.ema_every};
@@ -125,6 +128,15 @@ int train(const TrainMnistOptions& o, Opt opt) {
   else
     history = trainer.fit(train_set, o.epochs, &test_set);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (root && to.target_accuracy) {
+    const bool reached = !history.empty() && trainer.reached_target(history.back());
+    if (reached)
+      std::printf("target %.2f%% reached after epoch %llu (%.2f%%), %.2f s after the start of training\n",
+                  *to.target_accuracy, static_cast<unsigned long long>(history.back().epoch + 1),
+                  *history.back().test_accuracy, total);
+    else
+      std::printf("target %.2f%% not reached in %zu epoch(s)\n", *to.target_accuracy, history.size());
+  }
   if (root)
     for (const auto& r : history)
       std::printf("epoch %llu time: %.2f s%s\n", static_cast<unsigned long long>(r.epoch), r.seconds,

@@ -20,6 +20,7 @@
 
 #include <cohort/cohort.hpp>
 #include <cohort/data/image_transforms.hpp>
+#include <cohort/models/fast_resnet.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 #include <cohort/models/torchvision_resnet.hpp>
@@ -183,6 +184,12 @@ using Net = Sequential<Input<16, 8, 8>, Conv2d<16, 16, 3, 1, 1, false>, BatchNor
   //! [models/resnet]
   cohort::Trainer<cohort::models::ResNet20, cohort::Sgd<>> trainer(sgd, options);
   //! [models/resnet]
+}
+
+[[maybe_unused]] void example_models_fast_resnet() {
+  //! [models/fast_resnet]
+  cohort::Network<cohort::models::FastResNet> net(/*seed=*/0); // or a Trainer<FastResNet, Sgd<>>
+  //! [models/fast_resnet]
 }
 
 [[maybe_unused]] void example_models_seed_models() {

@@ -22,6 +22,7 @@ static_assert(ModelA::parameter_count == 300'426);
 
 #include <xtensor/xtensor.hpp>
 
+#include <cohort/models/fast_resnet.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 #include <cohort/tensor/xtensor.hpp> // xtensor containers and views
@@ -146,6 +147,22 @@ template <class Trainer>
   Trainer<models::ResNet20, Sgd<>> averaged(Sgd({.lr = 0.1, .momentum = 0.9}), o);
   // averaged.evaluate_ema(test) / averaged.evaluate(test): the average's / the last weights' accuracy
   //! [ema]
+  // clang-format on
+}
+
+[[maybe_unused]] void fast_recipe_example() {
+  const auto norm = Normalization{0.2860f, 0.3530f};
+  // clang-format off
+  //! [fast recipe]
+  TrainerOptions o{.batch_size = 256, .schedule_per_step = true, .target_accuracy = 93.0};
+  o.parameter_groups = no_decay_on_norms_and_biases();
+  o.lr_schedule = LrSchedule::parse("onecycle,max_lr=0.2,total_steps=2820,pct_start=0.25,anneal=linear");
+  o.loss = {.label_smoothing = 0.1};
+  o.augment = Augmentation{RandomCrop(28, 2, norm), RandomHorizontalFlip()};
+  o.ema = EmaOptions{.decay = 0.99};  // what fit evaluates after each epoch
+  Trainer<models::FastResNet, Sgd<>> trainer(Sgd({.lr = 0.2, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true}), o);
+  // trainer.fit(train, /*epochs=*/12, &test): stops after the first epoch at or above 93%
+  //! [fast recipe]
   // clang-format on
 }
 

@@ -226,6 +226,33 @@ TEST_CASE("Parameter groups: a learning-rate scale for BatchNorm biases only") {
                        "parameter groups: invalid lr_scale -2 (expected a finite value >= 0)", ValueError);
 }
 
+TEST_CASE("Parameter groups: combine() applies both rules (scales multiply, the second's decay wins)") {
+  // The fast recipe's pair on model B: no decay on BatchNorm parameters and biases, and the
+  // BatchNorm biases at 64x the rate.
+  const auto settings_of = [](const GroupRule& rule, const std::string& name) {
+    const auto groups = parameter_groups<models::ModelB>(rule);
+    for (const auto& e : models::ModelB::layout.entries)
+      if (e.kind == TensorKind::parameter && e.name() == name)
+        for (const ParameterGroup& g : groups)
+          if (g.offset <= e.offset && e.offset < g.offset + g.size) return g.settings;
+    return GroupSettings{.lr_scale = -1};
+  };
+  const GroupRule both = combine(no_decay_on_norms_and_biases(), for_batch_norm_biases({.lr_scale = 64}));
+  CHECK(settings_of(both, "1.bias") == GroupSettings{.lr_scale = 64, .weight_decay = 0.0});
+  CHECK(settings_of(both, "1.weight") == GroupSettings{.lr_scale = 1, .weight_decay = 0.0});
+  CHECK(settings_of(both, "0.bias") == GroupSettings{.lr_scale = 1, .weight_decay = 0.0});
+  CHECK(settings_of(both, "0.weight") == GroupSettings{});
+  // Scales multiply; the second rule's decay replaces the first's only where it sets one.
+  const GroupRule scaled = combine(for_norms_and_biases({.lr_scale = 2, .weight_decay = 0.5}),
+                                   for_batch_norm_biases({.lr_scale = 3, .weight_decay = 0.25}));
+  CHECK(settings_of(scaled, "1.bias") == GroupSettings{.lr_scale = 6, .weight_decay = 0.25});
+  CHECK(settings_of(scaled, "1.weight") == GroupSettings{.lr_scale = 2, .weight_decay = 0.5});
+  // An empty rule is the optimiser's settings, on either side.
+  CHECK(settings_of(combine({}, for_batch_norm_biases({.lr_scale = 8})), "5.bias") == GroupSettings{.lr_scale = 8});
+  CHECK(settings_of(combine(for_batch_norm_biases({.lr_scale = 8}), {}), "5.bias") == GroupSettings{.lr_scale = 8});
+  CHECK(settings_of(combine({}, {}), "5.bias") == GroupSettings{});
+}
+
 TEST_CASE("Optimisers: defaults are PyTorch's") {
   CHECK(SgdOptions{}.lr == 1e-3);
   CHECK(AdamOptions{}.beta1 == 0.9);

@@ -56,3 +56,20 @@ def resnet20(num_classes=10, in_channels=1):
             c = width
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, num_classes)]
     return nn.Sequential(*layers)
+
+
+def _conv_bn_relu(c_in, c_out):
+    return [nn.Conv2d(c_in, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+
+
+def fast_resnet(width=24, num_classes=10, in_channels=1, size=28):
+    """cohort::models::FastResNetOf<in_channels, size, width, num_classes> (FastResNet: width 24,
+    1x28x28): the time-to-accuracy record network, its state_dict names and shapes layer for layer."""
+    def residual(c):
+        return Residual(nn.Sequential(*_conv_bn_relu(c, c), *_conv_bn_relu(c, c)))
+
+    w = width
+    return nn.Sequential(*_conv_bn_relu(in_channels, w), nn.MaxPool2d(2),                 # 0..3
+                         *_conv_bn_relu(w, 2 * w), residual(2 * w), nn.MaxPool2d(2),       # 4..8
+                         *_conv_bn_relu(2 * w, 4 * w), residual(4 * w), nn.MaxPool2d(size // 4),  # 9..13
+                         nn.Flatten(), nn.Linear(4 * w, num_classes))                      # 14..15

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using Folder = ImageFolder<Shape<1, 28, 28>>;
-using Net = models::ModelA;
+using FolderNet = models::ModelA;
 
 TrainerOptions quiet(std::uint64_t seed = 3, bool prefetch = true, std::size_t ahead = 2) {
   return {.batch_size = 8,
@@ -49,8 +49,8 @@ TEST_CASE("ImageFolder training: a folder trains exactly as its pixels in memory
   test::write_band_folder(dir.path, {"low", "mid", "top"}, 12);
   const Folder folder = Folder::open(dir.path, {.normalization = {0.3f, 0.3f}});
   const auto memory = folder.to_memory();
-  Trainer<Net, Sgd<>> a(Sgd({.lr = 0.05}), quiet());
-  Trainer<Net, Sgd<>> b(Sgd({.lr = 0.05}), quiet());
+  Trainer<FolderNet, Sgd<>> a(Sgd({.lr = 0.05}), quiet());
+  Trainer<FolderNet, Sgd<>> b(Sgd({.lr = 0.05}), quiet());
   const auto from_folder = losses(a.fit(folder, 2));
   CHECK(from_folder == losses(b.fit(memory, 2)));
   CHECK(a.evaluate(folder).accuracy == b.evaluate(memory).accuracy);
@@ -68,7 +68,7 @@ TEST_CASE("ImageFolder training: random crops and flips give the same run for an
       CAPTURE(ahead);
       o.workers = workers;
       const Folder f = Folder::open(dir.path, o);
-      Trainer<Net, Sgd<>> t(Sgd({.lr = 0.05}), quiet(3, ahead > 0, ahead));
+      Trainer<FolderNet, Sgd<>> t(Sgd({.lr = 0.05}), quiet(3, ahead > 0, ahead));
       const auto l = losses(t.fit(f, 2));
       if (first.empty())
         first = l;
@@ -84,13 +84,13 @@ TEST_CASE("ImageFolder training: a checkpoint keeps the class list, and resuming
   test::write_band_folder(dir.path / "renamed", {"cat", "wolf"}, 6);
   test::write_band_folder(dir.path / "same", {"cat", "dog"}, 6, 28, 28, 9);
   const Folder train = Folder::open(dir.path / "train");
-  Trainer<Net, Sgd<>> t(Sgd({.lr = 0.05}), quiet());
+  Trainer<FolderNet, Sgd<>> t(Sgd({.lr = 0.05}), quiet());
   t.fit(train, 1);
   t.save(dir.path / "ckpt.safetensors");
   CHECK(checkpoint_class_names(SafetensorsFile::read(dir.path / "ckpt.safetensors")) ==
         std::vector<std::string>{"cat", "dog"});
 
-  Trainer<Net, Sgd<>> resumed(Sgd({.lr = 0.05}), quiet(/*seed=*/99)); // another seed: resume must restore it
+  Trainer<FolderNet, Sgd<>> resumed(Sgd({.lr = 0.05}), quiet(/*seed=*/99)); // another seed: resume must restore it
   resumed.resume(dir.path / "ckpt.safetensors");
   CHECK(resumed.class_names() == std::vector<std::string>{"cat", "dog"});
   const std::uint64_t step = resumed.step();
@@ -107,12 +107,12 @@ TEST_CASE("ImageFolder training: a resumed run sees the crops an uninterrupted o
   test::TempDir dir;
   test::write_band_folder(dir.path / "data", {"a", "b", "c"}, 6, 32, 32);
   const Folder f = Folder::open(dir.path / "data", {.crop = FolderCrop::random_resized, .horizontal_flip = true});
-  Trainer<Net, Sgd<>> straight(Sgd({.lr = 0.05}), quiet());
+  Trainer<FolderNet, Sgd<>> straight(Sgd({.lr = 0.05}), quiet());
   const auto all = losses(straight.fit(f, 3));
-  Trainer<Net, Sgd<>> first(Sgd({.lr = 0.05}), quiet());
+  Trainer<FolderNet, Sgd<>> first(Sgd({.lr = 0.05}), quiet());
   first.fit(f, 1);
   first.save(dir.path / "ckpt.safetensors");
-  Trainer<Net, Sgd<>> second(Sgd({.lr = 0.05}), quiet(/*seed=*/42));
+  Trainer<FolderNet, Sgd<>> second(Sgd({.lr = 0.05}), quiet(/*seed=*/42));
   second.resume(dir.path / "ckpt.safetensors");
   const auto rest = losses(second.fit(f, 3));
   REQUIRE(rest.size() == 2);
@@ -130,7 +130,7 @@ TEST_CASE("ImageFolder training: files skipped at open are counted in the epoch 
   TrainerOptions o = quiet();
   o.log = &log;
   o.metrics = dir.path / "metrics.jsonl";
-  Trainer<Net, Sgd<>> t(Sgd({.lr = 0.05}), o);
+  Trainer<FolderNet, Sgd<>> t(Sgd({.lr = 0.05}), o);
   const auto r = t.fit(f, 1);
   REQUIRE(r.size() == 1);
   CHECK(r[0].skipped_files == std::optional<std::size_t>(1));
@@ -139,7 +139,7 @@ TEST_CASE("ImageFolder training: files skipped at open are counted in the epoch 
   const auto memory = f.to_memory();
   std::ostringstream memory_log;
   o.log = &memory_log;
-  Trainer<Net, Sgd<>> m(Sgd({.lr = 0.05}), o);
+  Trainer<FolderNet, Sgd<>> m(Sgd({.lr = 0.05}), o);
   CHECK_FALSE(m.fit(memory, 1)[0].skipped_files.has_value());
   CHECK(memory_log.str().find("skipped") == std::string::npos);
   std::ifstream in(dir.path / "metrics.jsonl");

@@ -122,6 +122,39 @@ TEST_CASE("Trainer: learns, evaluates and writes seed 003's metrics") {
   CHECK(second.find("\"samples_per_s\": ") != std::string::npos);
 }
 
+TEST_CASE("Trainer: target_accuracy stops fit after the first evaluation that reaches it") {
+  const Bands train(600, 2), test(200, 3);
+  const auto run = [&](std::optional<double> target) {
+    Trainer<models::ModelC, Adam<>> t(Adam({.lr = 1e-3, .eps = 1e-7}),
+                                      {.batch_size = 50, .log = nullptr, .target_accuracy = target});
+    return t.fit(train, 4, &test);
+  };
+  const auto all = run({});
+  REQUIRE(all.size() == 4);
+  // The first epoch whose accuracy reaches the target is the last one trained; the epochs
+  // before it are bitwise those of the run without a target.
+  const double target = all[1].test_accuracy.value();
+  std::size_t first = 0;
+  while (all[first].test_accuracy.value() < target) ++first; // 0 or 1
+  const auto stopped = run(target);
+  REQUIRE(stopped.size() == first + 1);
+  CHECK(stopped.back().test_accuracy == all[first].test_accuracy);
+  CHECK(stopped[0].train_loss == all[0].train_loss);
+  // Refused before any step: no test set to evaluate on, or a value that is not a percentage.
+  Trainer<models::ModelC, Adam<>> t(Adam({.lr = 1e-3}), {.batch_size = 50, .log = nullptr, .target_accuracy = 93});
+  CHECK_THROWS_WITH_AS(t.fit(train, 1),
+                       "Trainer::fit: target_accuracy 93% needs a test set to evaluate on (fit's third argument is null)",
+                       ValueError);
+  CHECK(t.step() == 0);
+  using T = Trainer<models::ModelC, Adam<>>;
+  CHECK_THROWS_WITH_AS(T(Adam({.lr = 1e-3}), {.log = nullptr, .target_accuracy = 0.0}),
+                       "Trainer: target_accuracy 0 is not a test accuracy in % (expected a value in (0, 100])",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(T(Adam({.lr = 1e-3}), {.log = nullptr, .target_accuracy = 193}),
+                       "Trainer: target_accuracy 193 is not a test accuracy in % (expected a value in (0, 100])",
+                       ValueError);
+}
+
 TEST_CASE("Trainer: a different batch size cannot resume in the middle of an epoch") {
   const Bands data(64, 5);
   TempDir dir("cohort_trainer_");

@@ -72,11 +72,17 @@ inline bool is_norm_or_bias(const ParameterInfo& t) noexcept {
   return t.rank <= 1 || t.tensor == "bias" || t.tensor.ends_with(".bias");
 }
 
+namespace detail {
+/// A group's learning-rate multiplier must be finite and >= 0 (the rule builders refuse others).
+inline void check_lr_scale(double lr_scale) {
+  if (!(lr_scale >= 0) || !std::isfinite(lr_scale))
+    throw ValueError(concat("parameter groups: invalid lr_scale ", lr_scale, " (expected a finite value >= 0)"));
+}
+} // namespace detail
+
 /// `norm_and_bias` for BatchNorm parameters and biases, the optimiser's settings elsewhere.
 inline GroupRule for_norms_and_biases(GroupSettings norm_and_bias) {
-  if (!(norm_and_bias.lr_scale >= 0) || !std::isfinite(norm_and_bias.lr_scale))
-    throw ValueError(detail::concat("parameter groups: invalid lr_scale ", norm_and_bias.lr_scale,
-                                    " (expected a finite value >= 0)"));
+  detail::check_lr_scale(norm_and_bias.lr_scale);
   return [norm_and_bias](const ParameterInfo& t) { return is_norm_or_bias(t) ? norm_and_bias : GroupSettings{}; };
 }
 
@@ -84,9 +90,7 @@ inline GroupRule for_norms_and_biases(GroupSettings norm_and_bias) {
 /// recipes' BatchNorm-bias learning-rate scale (airbench trains them at 64x the rate), which
 /// for_norms_and_biases cannot express since it also takes BatchNorm weights and every other bias.
 inline GroupRule for_batch_norm_biases(GroupSettings bias) {
-  if (!(bias.lr_scale >= 0) || !std::isfinite(bias.lr_scale))
-    throw ValueError(
-        detail::concat("parameter groups: invalid lr_scale ", bias.lr_scale, " (expected a finite value >= 0)"));
+  detail::check_lr_scale(bias.lr_scale);
   return [bias](const ParameterInfo& t) {
     return t.batch_norm && (t.tensor == "bias" || t.tensor.ends_with(".bias")) ? bias : GroupSettings{};
   };
@@ -94,6 +98,19 @@ inline GroupRule for_batch_norm_biases(GroupSettings bias) {
 
 /// The usual CNN rule in one line: weight decay 0 on BatchNorm parameters and biases.
 inline GroupRule no_decay_on_norms_and_biases() { return for_norms_and_biases({.weight_decay = 0.0}); }
+
+/// Both rules at once: a tensor's learning-rate multipliers multiply, and `second`'s weight decay
+/// replaces `first`'s where it sets one. An empty rule counts as the optimiser's settings. The
+/// recipes' pair: `combine(no_decay_on_norms_and_biases(), for_batch_norm_biases({.lr_scale = 64}))`.
+inline GroupRule combine(GroupRule first, GroupRule second) {
+  return [first = std::move(first), second = std::move(second)](const ParameterInfo& t) {
+    GroupSettings a = first ? first(t) : GroupSettings{};
+    const GroupSettings b = second ? second(t) : GroupSettings{};
+    a.lr_scale *= b.lr_scale;
+    if (b.weight_decay) a.weight_decay = b.weight_decay;
+    return a;
+  };
+}
 
 namespace detail {
 /// Whether parameter `p`'s (sub-)layer also holds a "running_mean" buffer, i.e. is a BatchNorm.

@@ -137,9 +137,14 @@ class Trainer {
   std::uint64_t step() const noexcept { return state_.step; }
   std::uint64_t epoch() const noexcept { return state_.epoch; }
   bool reached_max_steps() const noexcept { return options_.max_steps && state_.step >= options_.max_steps; }
+  /// Whether epoch report `r`'s test accuracy is at or above TrainerOptions::target_accuracy.
+  bool reached_target(const EpochReport& r) const noexcept {
+    return options_.target_accuracy && r.test_accuracy && *r.test_accuracy >= *options_.target_accuracy;
+  }
 
-  /// Trains until `epochs` epochs are complete (counting epochs done before a resume) or
-  /// max_steps is reached; evaluates on `test` after each epoch if given.
+  /// Trains until `epochs` epochs are complete (counting epochs done before a resume),
+  /// max_steps is reached or an evaluation reaches target_accuracy; evaluates on `test` after
+  /// each epoch if given.
   template <class Train, class Test = Train>
   requires ClassificationData<Train, input_shape> std::vector<EpochReport> fit(const Train& train, std::size_t epochs,
                                                                                const Test* test = nullptr) {
@@ -152,7 +157,13 @@ class Trainer {
     if (test) detail::check_dataset<input_shape>(*test, outputs, "Trainer::fit (test set)");
     std::vector<EpochReport> out;
     epochs_ = epochs; // for the progress bar's "epoch 2/10"
-    while (state_.epoch < epochs && !reached_max_steps()) out.push_back(fit_epoch(train, test));
+    if (options_.target_accuracy && !test)
+      throw ValueError(detail::concat("Trainer::fit: target_accuracy ", *options_.target_accuracy,
+                                      "% needs a test set to evaluate on (fit's third argument is null)"));
+    while (state_.epoch < epochs && !reached_max_steps()) {
+      out.push_back(fit_epoch(train, test));
+      if (reached_target(out.back())) break;
+    }
     return out;
   }
 

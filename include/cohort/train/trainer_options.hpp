@@ -122,6 +122,10 @@ struct TrainerOptions {
   /// stops below the lowest trainable layer, and ProcessGroupDDP sends nothing for them. Empty:
   /// everything trains.
   Freeze freeze{};
+  /// fit stops after the first evaluation on its test set at or above this test accuracy (in %,
+  /// (0, 100]), as a time-to-accuracy run does (bench/time_to_accuracy.py); the schedule is the
+  /// one planned for all of fit's epochs. Empty: fit trains every epoch it is asked for.
+  std::optional<double> target_accuracy{};
 };
 
 /// What one epoch (or the part of it run before max_steps) produced.

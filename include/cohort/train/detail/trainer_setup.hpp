@@ -110,6 +110,9 @@ TrainerOptions&& checked(TrainerOptions& o) {
   if (o.batch_size == 0) throw ValueError("Trainer: batch_size must be at least 1");
   if (o.eval_batch_size == 0) throw ValueError("Trainer: eval_batch_size must be at least 1");
   if (o.accumulation_steps == 0) throw ValueError("Trainer: accumulation_steps must be at least 1");
+  if (o.target_accuracy && !(*o.target_accuracy > 0 && *o.target_accuracy <= 100))
+    throw ValueError(concat("Trainer: target_accuracy ", *o.target_accuracy,
+                            " is not a test accuracy in % (expected a value in (0, 100])"));
   // Only ProcessGroupDDP sends gradients anywhere: elsewhere the option would silently do nothing.
   if (Parallel::name != std::string_view("ProcessGroupDDP") &&
       (o.parallel.compression != GradientCompression::none || o.parallel.error_feedback))
@@ -152,6 +155,7 @@ EngineOptions engine_options(const TrainerOptions& o) {
       concat("seed: ", o.seed),
       concat("shuffle: ", o.shuffle),
       concat("max_steps: ", o.max_steps),
+      concat("target_accuracy: ", o.target_accuracy ? exact_text(*o.target_accuracy) : std::string("none")),
       concat("max_grad_norm: ", exact_text(o.max_grad_norm)),
       concat("parameter_groups: ", o.parameter_groups ? parameter_groups<Net>(o.parameter_groups).size() : 0),
       concat("label_smoothing: ", exact_text(o.loss.label_smoothing)),
