@@ -2,9 +2,12 @@
 """Time to 93% on Fashion-MNIST (issue 36): wall time from process start to the first evaluation at
 or above the target on the 10,000 test images, cohort against PyTorch running the identical recipe.
 
-    python3 bench/time_to_accuracy.py                       # 5 seeds per side, alternating
-    python3 bench/time_to_accuracy.py --seeds 1 --sides cohort --epochs 6   # one cohort run
-    python3 bench/time_to_accuracy.py torch --seed 0 --config channels_last  # one PyTorch run (a child)
+    .venv/bin/python bench/time_to_accuracy.py                       # 5 seeds per side, alternating
+    .venv/bin/python bench/time_to_accuracy.py --seeds 1 --sides cohort --epochs 6   # one cohort run
+    .venv/bin/python bench/time_to_accuracy.py torch --seed 0 --config channels_last  # one PyTorch run
+
+Run it with the Python that has torch (.venv/bin/python, set up by scripts/install-python.sh): the
+PyTorch children are started with the same interpreter (sys.executable).
 
 The recipe (RECIPE below), the same on both sides: the FastResNet network (cohort::models::FastResNet,
 its twin fast_resnet() in tests/reference/cohort_modules.py), each framework's default

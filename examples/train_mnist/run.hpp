@@ -91,7 +91,8 @@ int train(const TrainMnistOptions& o, Opt opt) {
   to.loss = {.label_smoothing = o.label_smoothing, .class_weights = parse_class_weights(o.class_weights)};
   if (o.no_decay_on_norms) to.parameter_groups = no_decay_on_norms_and_biases();
   if (o.bn_bias_lr_scale != 1)
-    to.parameter_groups = combine(std::move(to.parameter_groups), for_batch_norm_biases({.lr_scale = o.bn_bias_lr_scale}));
+    to.parameter_groups =
+        combine(std::move(to.parameter_groups), for_batch_norm_biases({.lr_scale = o.bn_bias_lr_scale}));
   if (o.target_accuracy > 0) to.target_accuracy = o.target_accuracy;
   to.max_grad_norm = o.clip_grad_norm;
   to.freeze = Freeze::parse(o.freeze);

@@ -142,9 +142,9 @@ TEST_CASE("Trainer: target_accuracy stops fit after the first evaluation that re
   CHECK(stopped[0].train_loss == all[0].train_loss);
   // Refused before any step: no test set to evaluate on, or a value that is not a percentage.
   Trainer<models::ModelC, Adam<>> t(Adam({.lr = 1e-3}), {.batch_size = 50, .log = nullptr, .target_accuracy = 93});
-  CHECK_THROWS_WITH_AS(t.fit(train, 1),
-                       "Trainer::fit: target_accuracy 93% needs a test set to evaluate on (fit's third argument is null)",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(
+      t.fit(train, 1),
+      "Trainer::fit: target_accuracy 93% needs a test set to evaluate on (fit's third argument is null)", ValueError);
   CHECK(t.step() == 0);
   using T = Trainer<models::ModelC, Adam<>>;
   CHECK_THROWS_WITH_AS(T(Adam({.lr = 1e-3}), {.log = nullptr, .target_accuracy = 0.0}),
