@@ -95,6 +95,18 @@ using Head = Sequential<Input<256>, Linear<256, 256>, GELU, Linear<256, 10>>;
 //! [layers/gelu]
 } // namespace example_layers_gelu
 
+namespace example_layers_hardsigmoid {
+//! [layers/hardsigmoid]
+using Gate = Sequential<Input<16>, Linear<16, 16>, Hardsigmoid>;
+//! [layers/hardsigmoid]
+} // namespace example_layers_hardsigmoid
+
+namespace example_layers_hardswish {
+//! [layers/hardswish]
+using Block = Sequential<Input<16, 8, 8>, Conv2d<16, 16, 3, 1, 1, false>, BatchNorm2d<16>, Hardswish>;
+//! [layers/hardswish]
+} // namespace example_layers_hardswish
+
 namespace example_layers_leaky_relu {
 //! [layers/leaky_relu]
 using Net = Sequential<Input<16, 8, 8>, BatchNorm2d<16>, LeakyReLU<>>;      // slope 0.01
@@ -127,6 +139,12 @@ using Net = Sequential<Input<10>, Linear<10, 10>, ReLU>;
 //! [layers/relu]
 } // namespace example_layers_relu
 
+namespace example_layers_relu6 {
+//! [layers/relu6]
+using Block = Sequential<Input<16, 8, 8>, Conv2d<16, 32, 1, 1, 0, false>, BatchNorm2d<32>, ReLU6>;
+//! [layers/relu6]
+} // namespace example_layers_relu6
+
 namespace example_layers_residual {
 //! [layers/residual]
 using Basic = Residual<Branch<Conv2d<16, 16, 3, 1, 1, false>, BatchNorm2d<16>, ReLU,
@@ -138,6 +156,12 @@ using Net = Sequential<Input<16, 28, 28>, Basic, ReLU, Down, ReLU>;
 //! [layers/residual]
 static_assert(std::is_same_v<Net::output_shape, Shape<32, 14, 14>>);
 } // namespace example_layers_residual
+
+namespace example_layers_sigmoid {
+//! [layers/sigmoid]
+using Gate = Sequential<Input<16>, Linear<16, 16>, Sigmoid>;
+//! [layers/sigmoid]
+} // namespace example_layers_sigmoid
 
 namespace example_layers_silu {
 //! [layers/silu]
@@ -220,6 +244,12 @@ using Net = Sequential<Input<16, 8, 8>, Conv2d<16, 16, 3, 1, 1, false>, BatchNor
   for (auto& t : p.state_dict()) std::cout << t.name << '\n';   // "0.weight", "0.bias", ...
   //! [network/parameters]
 }
+
+namespace example_layers_tanh {
+//! [layers/tanh]
+using Net = Sequential<Input<10>, Linear<10, 10>, Tanh>;
+//! [layers/tanh]
+} // namespace example_layers_tanh
 
 namespace example_network_sequential {
 //! [network/sequential]

@@ -195,6 +195,11 @@ TEST_CASE("MixedPrecision: the residual networks' layers in 16 bits are the floa
   check_layer<Sequential<Input<4, 8, 8>, SiLU>>("SiLU");
   check_layer<Sequential<Input<4, 8, 8>, GELU>>("GELU");
   check_layer<Sequential<Input<4, 8, 8>, LeakyReLU<0.1f>>>("LeakyReLU");
+  check_layer<Sequential<Input<4, 8, 8>, ReLU6>>("ReLU6");
+  check_layer<Sequential<Input<4, 8, 8>, Hardsigmoid>>("Hardsigmoid");
+  check_layer<Sequential<Input<4, 8, 8>, Hardswish>>("Hardswish");
+  check_layer<Sequential<Input<4, 8, 8>, Sigmoid>>("Sigmoid");
+  check_layer<Sequential<Input<4, 8, 8>, Tanh>>("Tanh");
 }
 
 TEST_CASE("MixedPrecision: 16-bit models agree with float ones (models A-D, fused and unfused)") {

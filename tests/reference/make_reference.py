@@ -195,6 +195,16 @@ def make_resnet_layers(out):
     x[0, 0, 0, :] = 0.0  # the gradient of LeakyReLU at exactly 0 is the slope (x > 0 is false)
     layer_case(out, "layer_leaky_relu", nn.LeakyReLU(), x, 57, {"layer": "LeakyReLU<0.01>"})
     layer_case(out, "layer_leaky_relu_0p2", nn.LeakyReLU(0.2), randn(g, 6, 10), 58, {"layer": "LeakyReLU<0.2>"})
+    # The efficient networks' activations (issue 37): their kinks (0 and 6, -3 and 3, where torch's
+    # gradients take a side of their own), values near 0 and far out. A generator of their own, so
+    # the fixtures above keep their bytes.
+    ga = rng(370)
+    special = np.array([0.0, 6.0, -3.0, 3.0, 1e-6, -1e-6, 30.0, -30.0, 100.0, -100.0, 0.5, -0.5], dtype=np.float32)
+    for name, module in [("relu6", nn.ReLU6()), ("hardsigmoid", nn.Hardsigmoid()), ("hardswish", nn.Hardswish()),
+                         ("sigmoid", nn.Sigmoid()), ("tanh", nn.Tanh())]:
+        x = randn(ga, 4, 3, 5, 5, scale=4.0)
+        x.reshape(-1)[:special.size] = special
+        layer_case(out, "layer_" + name, module, x, 371, {"layer": type(module).__name__})
 
 
 # ----------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
     python3 tests/reference/onnx_runtime.py HELPER WORKDIR
 
 For models A, B, C, D, ResNet-20 and "mixed" (the layer kinds those leave out: GELU, SiLU,
-LeakyReLU, AvgPool2d, BatchNorm1d, a Bottleneck block, a block inside a branch), HELPER
+LeakyReLU, AvgPool2d, BatchNorm1d, a Bottleneck block, a block inside a branch) and "efficient"
+(ReLU6 as Clip, HardSwish, HardSigmoid, Tanh, Sigmoid), HELPER
 (tests/tools/onnx_export.cpp) trains one SGD step, exports model.onnx and cohort's eval-mode
 output on a batch. The file must pass onnx.checker (when onnx is installed) and onnxruntime's
 CPU provider must reproduce the output within 1e-5 * max(1, max|output|), for batches of 5 and
@@ -27,7 +28,7 @@ try:
 except ImportError:
     onnx = None
 
-MODELS = ["A", "B", "C", "D", "resnet20", "mixed"]
+MODELS = ["A", "B", "C", "D", "resnet20", "mixed", "efficient"]
 BATCHES = [5, 1]
 
 

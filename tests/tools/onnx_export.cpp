@@ -3,7 +3,8 @@
 //
 //   onnx_export MODEL OUT_DIR [BATCH]
 //       MODEL: A, B, C, D, resnet20, or mixed (the other layer kinds: GELU, SiLU, LeakyReLU,
-//       AvgPool2d, BatchNorm1d, padded MaxPool2d, a Bottleneck block, a block inside a branch).
+//       AvgPool2d, BatchNorm1d, padded MaxPool2d, a Bottleneck block, a block inside a branch), or
+//       efficient (ReLU6, Hardswish, Hardsigmoid, Tanh, Sigmoid).
 //       Builds Network<MODEL>(seed 11), takes one SGD step on a deterministic batch, then (models
 //       with BatchNorm) 20 more training-mode forward passes, so that the running statistics are
 //       those of the data rather than their defaults (which after one step would shrink every
@@ -35,6 +36,14 @@ using Mixed = Sequential<Input<3, 16, 16>,                                      
                          Residual<Branch<models::BasicBlock<16, 16>, SiLU, Conv2d<16, 16, 1>>>,     // 9
                          AvgPool2d<2>, Flatten, Linear<64, 32>, BatchNorm1d<32, 1e-3f, 0.5f>, SiLU, // 10..14
                          Dropout<0.5f>, Linear<32, 10>, LeakyReLU<>, LogSoftmax>;                   // 15..18
+
+// The efficient networks' activations (issue 37): ReLU6 (Clip), Hardswish, Hardsigmoid, Tanh
+// and Sigmoid, each after a convolution or Linear so that it sees both signs and its clamps.
+using Efficient = Sequential<Input<3, 16, 16>,                                                //
+                             Conv2d<3, 8, 3, 1, 1>, BatchNorm2d<8>, ReLU6,                    // 0..2
+                             Conv2d<8, 8, 3, 2, 1, false>, BatchNorm2d<8>, Hardswish,         // 3..5
+                             Conv2d<8, 8, 3, 1, 1>, Hardsigmoid, Conv2d<8, 8, 3, 2, 1>, Tanh, // 6..9
+                             AvgPool2d<2>, Flatten, Linear<32, 10>, Sigmoid>;                 // 10..13
 
 // A deterministic batch with values of both signs, about unit scale.
 std::vector<float> batch_of(std::size_t n, std::size_t size, std::uint64_t salt) {
@@ -93,11 +102,12 @@ int main(int argc, char** argv) {
       if (model == "D") return run<models::ModelD>(dir, batch);
       if (model == "resnet20") return run<models::ResNet20>(dir, batch);
       if (model == "mixed") return run<Mixed>(dir, batch);
+      if (model == "efficient") return run<Efficient>(dir, batch);
     } catch (const Error& e) {
       std::fprintf(stderr, "onnx_export: %s\n", e.what());
       return 1;
     }
   }
-  std::fprintf(stderr, "usage: onnx_export A|B|C|D|resnet20|mixed OUT_DIR [BATCH]\n");
+  std::fprintf(stderr, "usage: onnx_export A|B|C|D|resnet20|mixed|efficient OUT_DIR [BATCH]\n");
   return 2;
 }

@@ -105,7 +105,8 @@ struct BatchNormKernels; // defined by each backend
 /// Element-wise ops: ReLU, dropout masks, copies.
 template <class Backend>
 struct ElementwiseKernels; // defined by each backend
-/// Element-wise activations with a backward pass of their own: SiLU, GELU, LeakyReLU.
+/// Element-wise activations with a backward pass of their own: SiLU, GELU, LeakyReLU, ReLU6,
+/// Hardsigmoid, Hardswish, Sigmoid, Tanh.
 template <class Backend>
 struct ActivationKernels; // defined by each backend
 /// The terms CrossEntropyLoss adds to plain cross-entropy (torch's label_smoothing and weight),

@@ -26,6 +26,9 @@
 ///     GELU              x * 0.5 * (1 + Erf(x / sqrt(2))) as Div, Erf, Add, Mul, Mul (no Gelu
 ///                       operator before opset 20)
 ///     SiLU              x * Sigmoid(x)
+///     ReLU6             Clip (min 0, max 6 as scalar inputs)
+///     Hardsigmoid       HardSigmoid (alpha = 1/6, beta = 0.5);   Hardswish: HardSwish
+///     Sigmoid / Tanh    Sigmoid / Tanh
 ///     MaxPool2d         MaxPool;   AvgPool2d: AveragePool (count_include_pad = 1)
 ///     AdaptiveAvgPool2d GlobalAveragePool
 ///     Dropout/2d        nothing (the identity in evaluation mode)

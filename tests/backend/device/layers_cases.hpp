@@ -65,6 +65,13 @@ TEST_CASE("device layers: SiLU, GELU and LeakyReLU match PyTorch") {
   check_layer_fixture_on<Dev, LeakyReLU<>, Shape<3, 5, 5>>("layer_leaky_relu");
   check_layer_fixture_on<Dev, LeakyReLU<0.2f>, Shape<10>>("layer_leaky_relu_0p2");
 }
+TEST_CASE("device layers: ReLU6, Hardsigmoid, Hardswish, Sigmoid and Tanh match PyTorch, kinks included") {
+  check_layer_fixture_on<Dev, ReLU6, Shape<3, 5, 5>>("layer_relu6");
+  check_layer_fixture_on<Dev, Hardsigmoid, Shape<3, 5, 5>>("layer_hardsigmoid");
+  check_layer_fixture_on<Dev, Hardswish, Shape<3, 5, 5>>("layer_hardswish");
+  check_layer_fixture_on<Dev, Sigmoid, Shape<3, 5, 5>>("layer_sigmoid");
+  check_layer_fixture_on<Dev, Tanh, Shape<3, 5, 5>>("layer_tanh");
+}
 
 TEST_CASE("device layers: NaN propagates through max-pooling") {
   Network<single_layer_net<Shape<1, 2, 2>, MaxPool2d<2>>, float, Dev> net;

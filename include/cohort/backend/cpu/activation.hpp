@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// Element-wise activations on the CPU: SiLU, GELU (erf form) and LeakyReLU, forward and backward.
+/// Element-wise activations on the CPU, forward and backward: SiLU, GELU (erf form), LeakyReLU,
+/// ReLU6, Hardsigmoid, Hardswish, Sigmoid and Tanh.
 ///
 ///     ops::ActivationKernels<Cpu>::gelu_forward(ctx, x, y, n);
 ///
@@ -87,6 +88,83 @@ struct LeakyReluRule {
   double backward(double x, double dy) const noexcept { return x > 0 ? dy : dy * double(slope); }
 };
 
+/// ReLU6 (torch's hardtanh(x, 0, 6)): y = min(max(x, 0), 6); dx = 0 where x <= 0 or x >= 6
+/// (the kinks included, as hardtanh_backward), else dy. NaN stays NaN forward and passes dy back.
+struct Relu6Rule {
+  template <class V>
+  COHORT_ALWAYS_INLINE V forward(const V& x) const noexcept {
+    const V low = x < 0.f ? detail::splat<V>(0.f) : x; // compare-and-select: NaN stays NaN
+    return low > 6.f ? detail::splat<V>(6.f) : low;
+  }
+  template <class V>
+  COHORT_ALWAYS_INLINE V backward(const V& x, const V& dy) const noexcept {
+    return ((x <= 0.f) | (x >= 6.f)) ? detail::splat<V>(0.f) : dy;
+  }
+  static double forward(double x) noexcept { return x < 0 ? 0.0 : x > 6 ? 6.0 : x; }
+  static double backward(double x, double dy) noexcept { return (x <= 0 || x >= 6) ? 0.0 : dy; }
+};
+
+/// Hardsigmoid: y = min(max(x + 3, 0), 6) / 6; dx = dy * (1/6) for -3 < x < 3, else 0 (torch's
+/// hardsigmoid and hardsigmoid_backward, the division and the float constant 1/6 included).
+struct HardsigmoidRule {
+  template <class V>
+  COHORT_ALWAYS_INLINE V forward(const V& x) const noexcept {
+    return Relu6Rule{}.forward(V(x + 3.f)) / 6.f;
+  }
+  template <class V>
+  COHORT_ALWAYS_INLINE V backward(const V& x, const V& dy) const noexcept {
+    return ((x > -3.f) & (x < 3.f)) ? V(dy * (1.f / 6.f)) : detail::splat<V>(0.f);
+  }
+  static double forward(double x) noexcept { return Relu6Rule::forward(x + 3) / 6; }
+  static double backward(double x, double dy) noexcept { return (x > -3 && x < 3) ? dy / 6 : 0.0; }
+};
+
+/// Hardswish: y = x * min(max(x + 3, 0), 6) / 6; dx = 0 for x <= -3, dy * (x / 3 + 0.5) for
+/// -3 < x < 3, dy from 3 on: torch's hardswish_backward, whose kinks take the outer pieces (so
+/// dx(-3) = 0 and dx(3) = dy, measured on torch 2.15: tests/reference/fixtures/layer_hardswish).
+struct HardswishRule {
+  template <class V>
+  COHORT_ALWAYS_INLINE V forward(const V& x) const noexcept {
+    return x * Relu6Rule{}.forward(V(x + 3.f)) / 6.f;
+  }
+  template <class V>
+  COHORT_ALWAYS_INLINE V backward(const V& x, const V& dy) const noexcept {
+    const V middle = x < 3.f ? V(dy * (x / 3.f + 0.5f)) : dy;
+    return x <= -3.f ? detail::splat<V>(0.f) : middle;
+  }
+  static double forward(double x) noexcept { return x * Relu6Rule::forward(x + 3) / 6; }
+  static double backward(double x, double dy) noexcept { return x <= -3 ? 0.0 : x < 3 ? dy * (x / 3 + 0.5) : dy; }
+};
+
+/// Sigmoid: y = 1 / (1 + e^-x); dx = dy * (1 - y) * y from the forward *output* y, as torch's
+/// sigmoid_backward (the backward entries of output rules are handed y where others get x).
+struct SigmoidRule {
+  template <class V>
+  COHORT_ALWAYS_INLINE V forward(const V& x) const noexcept {
+    return 1.f / (1.f + vexp(-x));
+  }
+  template <class V>
+  COHORT_ALWAYS_INLINE V backward(const V& y, const V& dy) const noexcept {
+    return dy * (1.f - y) * y;
+  }
+  static double forward(double x) noexcept { return 1.0 / (1.0 + std::exp(-x)); }
+  static double backward(double y, double dy) noexcept { return dy * (1.0 - y) * y; }
+};
+
+/// Tanh: y = tanh(x); dx = dy * (1 - y * y) from the forward output, as torch's tanh_backward.
+struct TanhRule {
+  template <class V>
+  COHORT_ALWAYS_INLINE V forward(const V& x) const noexcept {
+    return vtanh(x);
+  }
+  template <class V>
+  COHORT_ALWAYS_INLINE V backward(const V& y, const V& dy) const noexcept {
+    return dy * (1.f - y * y);
+  }
+  static double forward(double x) noexcept { return std::tanh(x); }
+  static double backward(double y, double dy) noexcept { return dy * (1.0 - y * y); }
+};
+
 namespace detail {
 /// y[i] = rule.forward(x[i]) for i < n, W floats at a time.
 template <int W, class Rule>
@@ -167,6 +245,49 @@ struct ops::ActivationKernels<Cpu> {
   template <class T>
   static void leaky_relu_backward(CpuContext& ctx, float slope, const T* x, const T* dy, T* dx, std::size_t n) {
     backward(ctx, cpu::LeakyReluRule{slope}, x, dy, dx, n);
+  }
+
+  template <class T>
+  static void relu6_forward(CpuContext& ctx, const T* x, T* y, std::size_t n) {
+    forward(ctx, cpu::Relu6Rule{}, x, y, n);
+  }
+  template <class T>
+  static void relu6_backward(CpuContext& ctx, const T* x, const T* dy, T* dx, std::size_t n) {
+    backward(ctx, cpu::Relu6Rule{}, x, dy, dx, n);
+  }
+  template <class T>
+  static void hardsigmoid_forward(CpuContext& ctx, const T* x, T* y, std::size_t n) {
+    forward(ctx, cpu::HardsigmoidRule{}, x, y, n);
+  }
+  template <class T>
+  static void hardsigmoid_backward(CpuContext& ctx, const T* x, const T* dy, T* dx, std::size_t n) {
+    backward(ctx, cpu::HardsigmoidRule{}, x, dy, dx, n);
+  }
+  template <class T>
+  static void hardswish_forward(CpuContext& ctx, const T* x, T* y, std::size_t n) {
+    forward(ctx, cpu::HardswishRule{}, x, y, n);
+  }
+  template <class T>
+  static void hardswish_backward(CpuContext& ctx, const T* x, const T* dy, T* dx, std::size_t n) {
+    backward(ctx, cpu::HardswishRule{}, x, dy, dx, n);
+  }
+  template <class T>
+  static void sigmoid_forward(CpuContext& ctx, const T* x, T* y, std::size_t n) {
+    forward(ctx, cpu::SigmoidRule{}, x, y, n);
+  }
+  /// Reads the forward output y, as torch's sigmoid_backward.
+  template <class T>
+  static void sigmoid_backward(CpuContext& ctx, const T* y, const T* dy, T* dx, std::size_t n) {
+    backward(ctx, cpu::SigmoidRule{}, y, dy, dx, n);
+  }
+  template <class T>
+  static void tanh_forward(CpuContext& ctx, const T* x, T* y, std::size_t n) {
+    forward(ctx, cpu::TanhRule{}, x, y, n);
+  }
+  /// Reads the forward output y, as torch's tanh_backward.
+  template <class T>
+  static void tanh_backward(CpuContext& ctx, const T* y, const T* dy, T* dx, std::size_t n) {
+    backward(ctx, cpu::TanhRule{}, y, dy, dx, n);
   }
 
  private:

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// Element-wise activations on a device backend (SiLU, GELU, LeakyReLU), as Thrust transforms
+/// Element-wise activations on a device backend (SiLU, GELU, LeakyReLU, ReLU6, Hardsigmoid,
+/// Hardswish, Sigmoid, Tanh), as Thrust transforms
 /// over host/device functors. The formulas and operation order of the CPU backend and PyTorch
 /// (aten/src/ATen/native/cpu/Activation.cpp), in the accumulator type (float for the 16-bit
 /// storage types, rounded once on store), with the device's expf and erfcf.
@@ -74,6 +75,93 @@ struct LeakyReluBackward {
     return A(xt) > A(0) ? dyt : T(A(dyt) * A(slope));
   }
 };
+/// ReLU6 (hardtanh(x, 0, 6)); its gradient is 0 at and beyond the kinks, as torch's.
+template <class T>
+struct Relu6Forward {
+  COHORT_HOST_DEVICE T operator()(T xt) const {
+    using A = accumulator_t<T>;
+    const A x = A(xt);
+    return x < A(0) ? T(A(0)) : x > A(6) ? T(A(6)) : xt;
+  }
+};
+template <class T>
+struct Relu6Backward {
+  COHORT_HOST_DEVICE T operator()(T xt, T dyt) const {
+    using A = accumulator_t<T>;
+    const A x = A(xt);
+    return (x <= A(0) || x >= A(6)) ? T(A(0)) : dyt;
+  }
+};
+/// min(max(x + 3, 0), 6): Hardsigmoid's and Hardswish's clamp.
+template <class A>
+COHORT_HOST_DEVICE A relu6_of_x_plus_3(A x) {
+  const A s = x + A(3);
+  return s < A(0) ? A(0) : s > A(6) ? A(6) : s;
+}
+template <class T>
+struct HardsigmoidForward {
+  COHORT_HOST_DEVICE T operator()(T xt) const {
+    using A = accumulator_t<T>;
+    return T(relu6_of_x_plus_3(A(xt)) / A(6));
+  }
+};
+template <class T>
+struct HardsigmoidBackward {
+  COHORT_HOST_DEVICE T operator()(T xt, T dyt) const {
+    using A = accumulator_t<T>;
+    const A x = A(xt);
+    return (x > A(-3) && x < A(3)) ? T(A(dyt) * (A(1) / A(6))) : T(A(0));
+  }
+};
+template <class T>
+struct HardswishForward {
+  COHORT_HOST_DEVICE T operator()(T xt) const {
+    using A = accumulator_t<T>;
+    const A x = A(xt);
+    return T(x * relu6_of_x_plus_3(x) / A(6));
+  }
+};
+/// The kinks take the outer pieces (dx(-3) = 0, dx(3) = dy), as torch's hardswish_backward.
+template <class T>
+struct HardswishBackward {
+  COHORT_HOST_DEVICE T operator()(T xt, T dyt) const {
+    using A = accumulator_t<T>;
+    const A x = A(xt);
+    return x <= A(-3) ? T(A(0)) : x < A(3) ? T(A(dyt) * (x / A(3) + A(0.5))) : dyt;
+  }
+};
+template <class T>
+struct SigmoidForward {
+  COHORT_HOST_DEVICE T operator()(T xt) const {
+    using A = accumulator_t<T>;
+    return T(A(1) / (A(1) + math::exp(-A(xt))));
+  }
+};
+/// From the forward output y, as torch's sigmoid_backward.
+template <class T>
+struct SigmoidBackward {
+  COHORT_HOST_DEVICE T operator()(T yt, T dyt) const {
+    using A = accumulator_t<T>;
+    const A y = A(yt);
+    return T(A(dyt) * (A(1) - y) * y);
+  }
+};
+template <class T>
+struct TanhForward {
+  COHORT_HOST_DEVICE T operator()(T xt) const {
+    using A = accumulator_t<T>;
+    return T(math::tanh(A(xt)));
+  }
+};
+/// From the forward output y, as torch's tanh_backward.
+template <class T>
+struct TanhBackward {
+  COHORT_HOST_DEVICE T operator()(T yt, T dyt) const {
+    using A = accumulator_t<T>;
+    const A y = A(yt);
+    return T(A(dyt) * (A(1) - y * y));
+  }
+};
 } // namespace detail
 
 /// ops::ActivationKernels for a device backend (its context supplies `policy()`).
@@ -104,6 +192,46 @@ struct ActivationKernels {
   template <class T>
   static void leaky_relu_backward(context& ctx, float slope, const T* x, const T* dy, T* dx, std::size_t n) {
     thrust::transform(ctx.policy(), x, x + n, dy, dx, detail::LeakyReluBackward<T>{slope});
+  }
+  template <class T>
+  static void relu6_forward(context& ctx, const T* x, T* y, std::size_t n) {
+    thrust::transform(ctx.policy(), x, x + n, y, detail::Relu6Forward<T>{});
+  }
+  template <class T>
+  static void relu6_backward(context& ctx, const T* x, const T* dy, T* dx, std::size_t n) {
+    thrust::transform(ctx.policy(), x, x + n, dy, dx, detail::Relu6Backward<T>{});
+  }
+  template <class T>
+  static void hardsigmoid_forward(context& ctx, const T* x, T* y, std::size_t n) {
+    thrust::transform(ctx.policy(), x, x + n, y, detail::HardsigmoidForward<T>{});
+  }
+  template <class T>
+  static void hardsigmoid_backward(context& ctx, const T* x, const T* dy, T* dx, std::size_t n) {
+    thrust::transform(ctx.policy(), x, x + n, dy, dx, detail::HardsigmoidBackward<T>{});
+  }
+  template <class T>
+  static void hardswish_forward(context& ctx, const T* x, T* y, std::size_t n) {
+    thrust::transform(ctx.policy(), x, x + n, y, detail::HardswishForward<T>{});
+  }
+  template <class T>
+  static void hardswish_backward(context& ctx, const T* x, const T* dy, T* dx, std::size_t n) {
+    thrust::transform(ctx.policy(), x, x + n, dy, dx, detail::HardswishBackward<T>{});
+  }
+  template <class T>
+  static void sigmoid_forward(context& ctx, const T* x, T* y, std::size_t n) {
+    thrust::transform(ctx.policy(), x, x + n, y, detail::SigmoidForward<T>{});
+  }
+  template <class T>
+  static void sigmoid_backward(context& ctx, const T* y, const T* dy, T* dx, std::size_t n) {
+    thrust::transform(ctx.policy(), y, y + n, dy, dx, detail::SigmoidBackward<T>{});
+  }
+  template <class T>
+  static void tanh_forward(context& ctx, const T* x, T* y, std::size_t n) {
+    thrust::transform(ctx.policy(), x, x + n, y, detail::TanhForward<T>{});
+  }
+  template <class T>
+  static void tanh_backward(context& ctx, const T* y, const T* dy, T* dx, std::size_t n) {
+    thrust::transform(ctx.policy(), y, y + n, dy, dx, detail::TanhBackward<T>{});
   }
 };
 

@@ -16,6 +16,8 @@ COHORT_HOST_DEVICE inline float log(float x) { return ::logf(x); }
 COHORT_HOST_DEVICE inline double log(double x) { return ::log(x); }
 COHORT_HOST_DEVICE inline double sqrt(double x) { return ::sqrt(x); }
 COHORT_HOST_DEVICE inline float erfc(float x) { return ::erfcf(x); }
+COHORT_HOST_DEVICE inline float tanh(float x) { return ::tanhf(x); }
+COHORT_HOST_DEVICE inline double tanh(double x) { return ::tanh(x); }
 COHORT_HOST_DEVICE inline double erfc(double x) { return ::erfc(x); }
 template <class A>
 COHORT_HOST_DEVICE constexpr A infinity() {

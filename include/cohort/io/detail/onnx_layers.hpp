@@ -18,13 +18,18 @@
 #include "cohort/layers/dropout.hpp"
 #include "cohort/layers/flatten.hpp"
 #include "cohort/layers/gelu.hpp"
+#include "cohort/layers/hardsigmoid.hpp"
+#include "cohort/layers/hardswish.hpp"
 #include "cohort/layers/leaky_relu.hpp"
 #include "cohort/layers/linear.hpp"
 #include "cohort/layers/log_softmax.hpp"
 #include "cohort/layers/max_pool2d.hpp"
 #include "cohort/layers/relu.hpp"
+#include "cohort/layers/relu6.hpp"
 #include "cohort/layers/residual.hpp"
+#include "cohort/layers/sigmoid.hpp"
 #include "cohort/layers/silu.hpp"
+#include "cohort/layers/tanh.hpp"
 #include "cohort/network/sequential.hpp"
 
 namespace cohort::detail {
@@ -113,6 +118,52 @@ struct onnx_layer<SiLU> {
     return g.node("Mul", at.scope, {x, g.node("Sigmoid", at.scope, {x})});
   }
 };
+
+/// ReLU6 as torch.onnx writes it from opset 11 on: Clip with min and max as scalar inputs.
+template <>
+struct onnx_layer<ReLU6> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    return g.node("Clip", at.scope, {x, g.scalar("relu6.min", 0.f), g.scalar("relu6.max", 6.f)});
+  }
+};
+
+/// HardSigmoid computes max(0, min(1, alpha * x + beta)): torch's (x + 3) / 6 clamped.
+template <>
+struct onnx_layer<Hardsigmoid> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    return g.node("HardSigmoid", at.scope, {x},
+                  {OnnxAttribute::real("alpha", 1.f / 6.f), OnnxAttribute::real("beta", 0.5f)});
+  }
+};
+
+/// The single-operator activations (HardSwish from opset 14).
+template <class L>
+struct onnx_unary {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    return g.node(L::onnx_op, at.scope, {x});
+  }
+};
+struct onnx_hardswish_op {
+  static constexpr const char* onnx_op = "HardSwish";
+};
+struct onnx_sigmoid_op {
+  static constexpr const char* onnx_op = "Sigmoid";
+};
+struct onnx_tanh_op {
+  static constexpr const char* onnx_op = "Tanh";
+};
+template <>
+struct onnx_layer<Hardswish> : onnx_unary<onnx_hardswish_op> {};
+template <>
+struct onnx_layer<Sigmoid> : onnx_unary<onnx_sigmoid_op> {};
+template <>
+struct onnx_layer<Tanh> : onnx_unary<onnx_tanh_op> {};
 
 template <std::size_t K, std::size_t S, std::size_t P>
 struct onnx_layer<MaxPool2d<K, S, P>> {
