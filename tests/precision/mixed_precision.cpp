@@ -94,8 +94,12 @@ struct Case {
 
 /// A layer without kinks in 16 bits against the same layer in float on the same 16-bit inputs
 /// and weights: the only difference is the rounding of the result (float inside).
+/// `dx_roundings`: how many roundings the input gradient may carry. Layers whose backward reads
+/// their 16-bit *output* (Sigmoid, Tanh: dy (1 - y) y and dy (1 - y^2), as torch's) carry y's
+/// rounding as well as their own: measured 1.34x one rounding (Sigmoid, half and bfloat16) and
+/// 1.07x (Tanh, bfloat16), so 2.
 template <class Net>
-void check_layer(const std::string& name) {
+void check_layer(const std::string& name, double dx_roundings = 1) {
   CAPTURE(name);
   Case<Net> c(3);
   auto check = [&]<class H>(double tol) {
@@ -108,7 +112,7 @@ void check_layer(const std::string& name) {
     // Tensor by tensor: one rounding of each gradient relative to that tensor's own scale (a
     // bias gradient next to a larger weight gradient included).
     if (!gf.empty()) CHECK(test::worst_tensor_difference<Net>(gh, gf).first < tol);
-    CHECK(relative_difference(dxh, dxf) < tol);
+    CHECK(relative_difference(dxh, dxf) < dx_roundings * tol);
   };
   // One rounding of a float result: half 2^-11, bfloat16 2^-8 of the largest value at most.
   check.template operator()<half>(std::ldexp(1.0, -11));
@@ -198,8 +202,8 @@ TEST_CASE("MixedPrecision: the residual networks' layers in 16 bits are the floa
   check_layer<Sequential<Input<4, 8, 8>, ReLU6>>("ReLU6");
   check_layer<Sequential<Input<4, 8, 8>, Hardsigmoid>>("Hardsigmoid");
   check_layer<Sequential<Input<4, 8, 8>, Hardswish>>("Hardswish");
-  check_layer<Sequential<Input<4, 8, 8>, Sigmoid>>("Sigmoid");
-  check_layer<Sequential<Input<4, 8, 8>, Tanh>>("Tanh");
+  check_layer<Sequential<Input<4, 8, 8>, Sigmoid>>("Sigmoid", 2);
+  check_layer<Sequential<Input<4, 8, 8>, Tanh>>("Tanh", 2);
 }
 
 TEST_CASE("MixedPrecision: 16-bit models agree with float ones (models A-D, fused and unfused)") {
