@@ -22,6 +22,7 @@
 #include "cohort/layers/batch_norm1d.hpp"
 #include "cohort/layers/batch_norm2d.hpp"
 #include "cohort/layers/conv2d.hpp"
+#include "cohort/layers/depthwise_conv2d.hpp"
 #include "cohort/layers/dropout.hpp"
 #include "cohort/layers/flatten.hpp"
 #include "cohort/layers/gelu.hpp"

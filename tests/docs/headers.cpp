@@ -76,6 +76,12 @@ static_assert(std::is_same_v<Net::output_shape, Shape<16, 26, 26>>);
 static_assert(Stem::parameter_count == 3 * 16 * 9 + 2 * 16);
 } // namespace example_layers_conv2d
 
+namespace example_layers_depthwise_conv2d {
+//! [layers/depthwise_conv2d]
+using Block = Sequential<Input<32, 14, 14>, DepthwiseConv2d<32, 3, 1, 1, false>, BatchNorm2d<32>, ReLU6>;
+//! [layers/depthwise_conv2d]
+} // namespace example_layers_depthwise_conv2d
+
 namespace example_layers_dropout {
 //! [layers/dropout]
 using Head = Sequential<Input<64>, Dropout<0.25f>, Linear<64, 10>>;

@@ -205,6 +205,16 @@ def make_resnet_layers(out):
         x = randn(ga, 4, 3, 5, 5, scale=4.0)
         x.reshape(-1)[:special.size] = special
         layer_case(out, "layer_" + name, module, x, 371, {"layer": type(module).__name__})
+    # Depthwise convolutions (issue 37): torch's Conv2d with groups = in = out channels, odd image
+    # sizes, stride 2, padding wider than 1, with and without bias.
+    gd = rng(372)
+    for name, c, k, s, p, bias, shape in [("k3p1", 4, 3, 1, 1, True, (3, 4, 7, 6)),
+                                          ("k3s2p1_nobias", 6, 3, 2, 1, False, (2, 6, 9, 8)),
+                                          ("k5p2", 3, 5, 1, 2, True, (2, 3, 6, 7)),
+                                          ("k3_nobias", 2, 3, 1, 0, False, (3, 2, 5, 5))]:
+        layer_case(out, "layer_depthwise_" + name, nn.Conv2d(c, c, k, s, p, groups=c, bias=bias), randn(gd, *shape),
+                   373, {"layer": f"DepthwiseConv2d<{c},{k},{s},{p}{'' if bias else ',false'}>"},
+                   set_state=random_params)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -104,6 +104,9 @@ template <>
 struct ops::SoftmaxKernels<test::InstrumentedDevice> : device::SoftmaxKernels<test::InstrumentedDevice> {};
 template <>
 struct ops::ActivationKernels<test::InstrumentedDevice> : device::ActivationKernels<test::InstrumentedDevice> {};
+template <>
+struct ops::DepthwiseConv2dKernels<test::InstrumentedDevice>
+    : device::DepthwiseConv2dKernels<test::InstrumentedDevice> {};
 
 namespace test {
 /// A tag for the non-blocking reduction the instrumented one wraps (the primary template).

@@ -30,6 +30,7 @@
 #include "cohort/backend/device/batch_norm.hpp"
 #include "cohort/backend/device/caching_allocator.hpp"
 #include "cohort/backend/device/conv2d.hpp"
+#include "cohort/backend/device/depthwise_conv2d.hpp"
 #include "cohort/backend/device/device_buffer.hpp"
 #include "cohort/backend/device/elementwise.hpp"
 #include "cohort/backend/device/errors.hpp"
@@ -117,6 +118,8 @@ struct Cuda {
 
 template <>
 struct ops::Conv2dKernels<Cuda> : device::Conv2dKernels<Cuda> {};
+template <>
+struct ops::DepthwiseConv2dKernels<Cuda> : device::DepthwiseConv2dKernels<Cuda> {};
 template <>
 struct ops::LinearKernels<Cuda> : device::LinearKernels<Cuda> {};
 template <>

@@ -93,6 +93,11 @@ namespace ops {
 /// Conv2d: forward, and backward to input, weight and bias.
 template <class Backend>
 struct Conv2dKernels; // defined by each backend
+/// Depthwise convolution (torch's Conv2d with groups = in = out channels): one K x K filter per
+/// channel, over a Pool2dGeometry (channels, image, kernel, stride, padding); backward takes
+/// Conv2dBackwardArgs (relu_y unused).
+template <class Backend>
+struct DepthwiseConv2dKernels; // defined by each backend
 /// Linear (fully connected): forward and backward.
 template <class Backend>
 struct LinearKernels; // defined by each backend
@@ -140,9 +145,9 @@ template <class B>
 concept BackendProtocol = requires {
   typename B::context;
 }
-&&ops::defined_family<ops::Conv2dKernels<B>>&& ops::defined_family<ops::LinearKernels<B>>&&
-    ops::defined_family<ops::PoolKernels<B>>&& ops::defined_family<ops::BatchNormKernels<B>>&&
-        ops::defined_family<ops::ElementwiseKernels<B>>&& ops::defined_family<ops::ActivationKernels<B>>&&
-            ops::defined_family<ops::SoftmaxKernels<B>>;
+&&ops::defined_family<ops::Conv2dKernels<B>>&& ops::defined_family<ops::DepthwiseConv2dKernels<B>>&&
+    ops::defined_family<ops::LinearKernels<B>>&& ops::defined_family<ops::PoolKernels<B>>&&
+        ops::defined_family<ops::BatchNormKernels<B>>&& ops::defined_family<ops::ElementwiseKernels<B>>&&
+            ops::defined_family<ops::ActivationKernels<B>>&& ops::defined_family<ops::SoftmaxKernels<B>>;
 
 } // namespace cohort

@@ -21,6 +21,7 @@
 /// them:
 ///
 ///     Conv2d            Conv (kernel_shape, strides, pads; bias input only with Bias = true)
+///     DepthwiseConv2d   Conv (group = Channels)
 ///     BatchNorm2d/1d    BatchNormalization (epsilon = Eps, momentum = 1 - Momentum)
 ///     ReLU / LeakyReLU  Relu / LeakyRelu (alpha = NegativeSlope)
 ///     GELU              x * 0.5 * (1 + Erf(x / sqrt(2))) as Div, Erf, Add, Mul, Mul (no Gelu

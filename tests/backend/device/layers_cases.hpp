@@ -65,6 +65,11 @@ TEST_CASE("device layers: SiLU, GELU and LeakyReLU match PyTorch") {
   check_layer_fixture_on<Dev, LeakyReLU<>, Shape<3, 5, 5>>("layer_leaky_relu");
   check_layer_fixture_on<Dev, LeakyReLU<0.2f>, Shape<10>>("layer_leaky_relu_0p2");
 }
+TEST_CASE("device layers: DepthwiseConv2d matches PyTorch's Conv2d(groups=C)") {
+  check_layer_fixture_on<Dev, DepthwiseConv2d<4, 3, 1, 1>, Shape<4, 7, 6>>("layer_depthwise_k3p1");
+  check_layer_fixture_on<Dev, DepthwiseConv2d<6, 3, 2, 1, false>, Shape<6, 9, 8>>("layer_depthwise_k3s2p1_nobias");
+  check_layer_fixture_on<Dev, DepthwiseConv2d<3, 5, 1, 2>, Shape<3, 6, 7>>("layer_depthwise_k5p2");
+}
 TEST_CASE("device layers: ReLU6, Hardsigmoid, Hardswish, Sigmoid and Tanh match PyTorch, kinks included") {
   check_layer_fixture_on<Dev, ReLU6, Shape<3, 5, 5>>("layer_relu6");
   check_layer_fixture_on<Dev, Hardsigmoid, Shape<3, 5, 5>>("layer_hardsigmoid");

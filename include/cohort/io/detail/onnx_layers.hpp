@@ -15,6 +15,7 @@
 #include "cohort/layers/batch_norm1d.hpp"
 #include "cohort/layers/batch_norm2d.hpp"
 #include "cohort/layers/conv2d.hpp"
+#include "cohort/layers/depthwise_conv2d.hpp"
 #include "cohort/layers/dropout.hpp"
 #include "cohort/layers/flatten.hpp"
 #include "cohort/layers/gelu.hpp"
@@ -55,6 +56,22 @@ struct onnx_layer<Conv2d<In, Out, K, S, P, Bias>> {
     using A = OnnxAttribute;
     return g.node("Conv", at.scope, std::move(inputs),
                   {A::integers("dilations", onnx_pair(1)), A::integer("group", 1),
+                   A::integers("kernel_shape", onnx_pair(K)), A::integers("pads", onnx_pads(P)),
+                   A::integers("strides", onnx_pair(S))});
+  }
+};
+
+/// DepthwiseConv2d: Conv with group = C, as torch.onnx writes Conv2d(C, C, groups=C).
+template <std::size_t C, std::size_t K, std::size_t S, std::size_t P, bool Bias>
+struct onnx_layer<DepthwiseConv2d<C, K, S, P, Bias>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    std::vector<std::string> inputs{x, at.tensor(g, "weight")};
+    if constexpr (Bias) inputs.push_back(at.tensor(g, "bias"));
+    using A = OnnxAttribute;
+    return g.node("Conv", at.scope, std::move(inputs),
+                  {A::integers("dilations", onnx_pair(1)), A::integer("group", std::int64_t(C)),
                    A::integers("kernel_shape", onnx_pair(K)), A::integers("pads", onnx_pads(P)),
                    A::integers("strides", onnx_pair(S))});
   }
