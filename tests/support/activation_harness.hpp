@@ -1,8 +1,8 @@
 #pragma once
 // Element-by-element checks of a parameter-free activation against formulas written here in
 // double precision (independently of the kernels' rules): the float forward and input gradient
-// on the vector body and the scalar tail, the double network's gradient against central
-// differences of its own forward, and the exact values torch gives at the kinks.
+// on the vector body and the scalar tail, the double network's gradient through
+// check_network_gradients (gradcheck.hpp), and the exact values torch gives at the kinks.
 
 #include <cmath>
 #include <cstddef>
@@ -48,8 +48,9 @@ void check_activation_elementwise(const ActivationReference& r) {
     CHECK(std::abs(double(dx.data()[i]) - want_grad) <= r.rtol * std::abs(want_grad) + r.atol);
   }
 
-  // The double path (the rules' double overloads) against central differences of itself.
-  constexpr double h = 1e-5, fd_margin = 1e-3;
+  // The double path (the rules' double overloads) through the suite's finite-difference check,
+  // on grid points away from the kinks.
+  constexpr double fd_margin = 1e-3;
   std::vector<double> xd;
   for (float v : x) {
     bool near_kink = false;
@@ -59,22 +60,8 @@ void check_activation_elementwise(const ActivationReference& r) {
   constexpr std::size_t m = 96; // grid points from -10 to 8.7: every kink's neighbourhood
   REQUIRE(xd.size() >= m);
   xd.resize(m);
-  using InD = Shape<m>;
-  Network<single_layer_net<InD, L>, double> dnet;
-  std::vector<double> plus(xd), minus(xd);
-  for (std::size_t i = 0; i < xd.size(); ++i) plus[i] += h, minus[i] -= h;
-  const auto yp = dnet.forward(ConstBatchView<InD, double>(plus.data(), 1));
-  const std::vector<double> yp_copy(yp.data(), yp.data() + m);
-  const auto ym = dnet.forward(ConstBatchView<InD, double>(minus.data(), 1));
-  const std::vector<double> ym_copy(ym.data(), ym.data() + m);
-  dnet.forward(ConstBatchView<InD, double>(xd.data(), 1));
-  const std::vector<double> dones(m, 1.0);
-  const auto g = dnet.backward(ConstBatchView<InD, double>(dones.data(), 1), {.input_grad = true});
-  for (std::size_t i = 0; i < m; ++i) {
-    CAPTURE(xd[i]);
-    const double fd = (yp_copy[i] - ym_copy[i]) / (2 * h);
-    CHECK(std::abs(g.data()[i] - fd) <= 1e-6 * std::abs(fd) + 1e-8);
-  }
+  Network<single_layer_net<Shape<m>, L>, double> dnet;
+  check_network_gradients(dnet, xd, 1, Mode::train, {.eps = 1e-5, .rtol = 1e-6, .atol = 1e-8, .max_checks = m});
 }
 
 } // namespace cohort::test

@@ -144,9 +144,9 @@ struct ops::DepthwiseConv2dKernels<Cpu> {
               const A* src = xpad.data() + kh * Wd::wp + kw;
               for (std::size_t i = 0; i < Wd::span; ++i) acc[i] += g[i] * src[i];
             }
-          if (args.db) {
+          if (args.db) { // the wide dy holds this plane's dy in order, 0 in the garbage columns
             A sum = 0;
-            for (std::size_t i = 0; i < out_plane; ++i) sum += A(args.dy[plane * out_plane + i]);
+            for (std::size_t i = 0; i < Wd::span; ++i) sum += dywide[i];
             db += sum;
           }
           if (!args.dx) continue;

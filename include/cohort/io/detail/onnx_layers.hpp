@@ -46,36 +46,26 @@ struct onnx_layer {
 inline std::vector<std::int64_t> onnx_pair(std::size_t v) { return {std::int64_t(v), std::int64_t(v)}; }
 inline std::vector<std::int64_t> onnx_pads(std::size_t p) { return std::vector<std::int64_t>(4, std::int64_t(p)); }
 
+/// A square Conv of `Groups` groups (1: Conv2d; the channel count: DepthwiseConv2d, as torch.onnx
+/// writes Conv2d(C, C, groups=C)); the bias input only with Bias.
+template <std::size_t K, std::size_t S, std::size_t P, bool Bias, std::size_t Groups>
+struct onnx_conv {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    std::vector<std::string> inputs{x, at.tensor(g, "weight")};
+    if constexpr (Bias) inputs.push_back(at.tensor(g, "bias"));
+    using A = OnnxAttribute;
+    return g.node("Conv", at.scope, std::move(inputs),
+                  {A::integers("dilations", onnx_pair(1)), A::integer("group", std::int64_t(Groups)),
+                   A::integers("kernel_shape", onnx_pair(K)), A::integers("pads", onnx_pads(P)),
+                   A::integers("strides", onnx_pair(S))});
+  }
+};
 template <std::size_t In, std::size_t Out, std::size_t K, std::size_t S, std::size_t P, bool Bias>
-struct onnx_layer<Conv2d<In, Out, K, S, P, Bias>> {
-  static constexpr bool mapped = true;
-  template <class Bound>
-  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
-    std::vector<std::string> inputs{x, at.tensor(g, "weight")};
-    if constexpr (Bias) inputs.push_back(at.tensor(g, "bias"));
-    using A = OnnxAttribute;
-    return g.node("Conv", at.scope, std::move(inputs),
-                  {A::integers("dilations", onnx_pair(1)), A::integer("group", 1),
-                   A::integers("kernel_shape", onnx_pair(K)), A::integers("pads", onnx_pads(P)),
-                   A::integers("strides", onnx_pair(S))});
-  }
-};
-
-/// DepthwiseConv2d: Conv with group = C, as torch.onnx writes Conv2d(C, C, groups=C).
+struct onnx_layer<Conv2d<In, Out, K, S, P, Bias>> : onnx_conv<K, S, P, Bias, 1> {};
 template <std::size_t C, std::size_t K, std::size_t S, std::size_t P, bool Bias>
-struct onnx_layer<DepthwiseConv2d<C, K, S, P, Bias>> {
-  static constexpr bool mapped = true;
-  template <class Bound>
-  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
-    std::vector<std::string> inputs{x, at.tensor(g, "weight")};
-    if constexpr (Bias) inputs.push_back(at.tensor(g, "bias"));
-    using A = OnnxAttribute;
-    return g.node("Conv", at.scope, std::move(inputs),
-                  {A::integers("dilations", onnx_pair(1)), A::integer("group", std::int64_t(C)),
-                   A::integers("kernel_shape", onnx_pair(K)), A::integers("pads", onnx_pads(P)),
-                   A::integers("strides", onnx_pair(S))});
-  }
-};
+struct onnx_layer<DepthwiseConv2d<C, K, S, P, Bias>> : onnx_conv<K, S, P, Bias, C> {};
 
 /// BatchNorm2d and BatchNorm1d: the same operator (it normalises axis 1 of any rank).
 struct onnx_batch_norm {
