@@ -66,9 +66,15 @@ endif()
 if(DEFINED EXPECT_KERNELS)
   list(APPEND expect_mpi "-DCOHORT_EXPECT_KERNELS=${EXPECT_KERNELS}")
 endif()
+# The tree's compiler launcher (ccache in scripts/test.sh), so that a warm re-run does not compile
+# the consumers again (issue 32); the consumer still compiles against the installed headers.
+set(launcher)
+if(LAUNCHER)
+  set(launcher "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}")
+endif()
 run("configuring the consumer" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/consumer" -B "${consumer_build}" -G "${GENERATOR}"
     "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_BUILD_TYPE=${CONFIG}" "-DCMAKE_PREFIX_PATH=${prefix}" ${hermetic}
-    ${expect_mpi})
+    ${launcher} ${expect_mpi})
 file(STRINGS "${consumer_build}/CMakeCache.txt" cohort_dir REGEX "^cohort_DIR:")
 string(REGEX REPLACE "^cohort_DIR:[A-Z]+=" "" cohort_dir "${cohort_dir}")
 string(FIND "${cohort_dir}" "${prefix}/" at)

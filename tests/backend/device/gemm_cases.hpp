@@ -37,8 +37,8 @@ std::vector<double> reference(const device::GemmArgs<In, float>& g, const std::v
 }
 
 template <class In>
-void check_gemm(bool ta, bool tb, float beta, std::size_t count) {
-  const std::size_t m = 5, n = 7, k = 9;
+void check_gemm(bool ta, bool tb, float beta, std::size_t count, std::size_t n = 7) {
+  const std::size_t m = 5, k = 9;
   device::GemmArgs<In, float> g{.trans_a = ta,
                                 .trans_b = tb,
                                 .m = m,
@@ -92,5 +92,6 @@ TEST_CASE("device GEMM: every transpose combination, beta 0 and 1, batched, floa
         check_gemm<float>(ta, tb, beta, 1);
         check_gemm<float>(ta, tb, beta, 3);
         check_gemm<bfloat16>(ta, tb, beta, 2);
+        check_gemm<float>(ta, tb, beta, 2, 37); // whole and partial column blocks (ThrustDevice: 16 wide)
       }
 }
