@@ -12,6 +12,21 @@ cd "$(dirname "$0")/.."
 TORCH_VERSION="2.15.0"
 CONAN_VERSION="2.34.0"
 CCCL_VERSION="13.0.85" # the CCCL of the CUDA 13.0 toolkit CI compiles with
+# One environment per machine and set of pins, not per clone: it lives in a cache keyed by this
+# script's contents (the versions it pins) and .venv links to it, so a second clone on this
+# machine skips the 67 s of rebuilding it from pip's cache (issue 32). An existing .venv
+# directory is kept as it is; COHORT_VENV_CACHE=off makes a private one, COHORT_VENV_CACHE=<dir>
+# moves the cache. (A changed pin makes a new environment; old ones stay until deleted.)
+if [ ! -e .venv ] && [ "${COHORT_VENV_CACHE:-}" != off ]; then
+  key=$(sha256sum scripts/install-python.sh | cut -c1-16)
+  shared="${COHORT_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cohort}/venv-$key"
+  mkdir -p "$(dirname "$shared")"
+  exec 9>"$shared.lock" # two clones setting up at once: the second waits for the first
+  flock 9
+  if [ ! -x "$shared/bin/python" ]; then python3 -m venv "$shared"; fi
+  ln -s "$shared" .venv
+  echo "install-python: .venv -> $shared (shared by this machine's clones)"
+fi
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 PY=.venv/bin/python
 LOG=$(mktemp)
