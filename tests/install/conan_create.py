@@ -37,6 +37,7 @@ def main():
     parser.add_argument("--work-dir", required=True, help="scratch directory, emptied first")
     parser.add_argument("--cmake", default="cmake", help="the cmake Conan builds test_package with")
     parser.add_argument("--profile", default=None, help="default: <source-dir>/conan/profiles/debian12")
+    parser.add_argument("--launcher", default="", help="compiler launcher for the builds (the tree's: ccache)")
     args = parser.parse_args()
 
     source_dir = os.path.abspath(args.source_dir)
@@ -64,7 +65,11 @@ def main():
                "-c", f"tools.cmake:cmake_program={args.cmake}",
                # test_package's build goes to the work directory, not into the source tree
                "-c", f"tools.cmake.cmake_layout:test_folder={os.path.join(work_dir, 'test_package')}",
-               "-c", "tools.cmake.cmaketoolchain:user_presets="], env)
+               "-c", "tools.cmake.cmaketoolchain:user_presets="]
+              # The tree's compiler cache, so that a warm re-run does not compile test_package
+              # again (issue 32); the package is still created and test_package still built.
+              + (["-c", "tools.cmake.cmaketoolchain:extra_variables="
+                  f"{{'CMAKE_CXX_COMPILER_LAUNCHER': '{args.launcher}'}}"] if args.launcher else []), env)
     # test_package's own line: the network ran (it exits non-zero when the loss is not finite).
     lines = [line for line in out.splitlines() if "cohort test_package: loss" in line]
     if not lines:
