@@ -17,10 +17,15 @@ CCCL_VERSION="13.0.85" # the CCCL of the CUDA 13.0 toolkit CI compiles with
 # machine skips the 67 s of rebuilding it from pip's cache (issue 32). An existing .venv
 # directory is kept as it is; COHORT_VENV_CACHE=off makes a private one, COHORT_VENV_CACHE=<dir>
 # moves the cache. (A changed pin makes a new environment; old ones stay until deleted.)
-if [ ! -e .venv ] && [ "${COHORT_VENV_CACHE:-}" != off ]; then
-  key=$(sha256sum scripts/install-python.sh | cut -c1-16)
-  shared="${COHORT_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cohort}/venv-$key"
-  mkdir -p "$(dirname "$shared")"
+# (No writable cache directory, no HOME: a private .venv as before.)
+cache_root=""
+if [ -n "${COHORT_VENV_CACHE:-}" ]; then cache_root="$COHORT_VENV_CACHE"
+elif [ -n "${XDG_CACHE_HOME:-}" ]; then cache_root="$XDG_CACHE_HOME/cohort"
+elif [ -n "${HOME:-}" ]; then cache_root="$HOME/.cache/cohort"
+fi
+if [ ! -e .venv ] && [ "${COHORT_VENV_CACHE:-}" != off ] && [ -n "$cache_root" ] &&
+  mkdir -p "$cache_root" 2>/dev/null && [ -w "$cache_root" ]; then
+  shared="$cache_root/venv-$(sha256sum scripts/install-python.sh | cut -c1-16)"
   exec 9>"$shared.lock" # two clones setting up at once: the second waits for the first
   flock 9
   if [ ! -x "$shared/bin/python" ]; then python3 -m venv "$shared"; fi
