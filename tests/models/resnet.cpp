@@ -147,8 +147,8 @@ template <class Policy, class Precision = FullPrecision>
 double resnet_accuracy() {
   // 2 epochs of 15 steps of 16 (the same 30 steps as batches of 32 took, half the time: the
   // test is a quarter of the ISA re-runs' time, issue 32). Measured 100% for all four runs on
-  // the AVX-512, AVX2 and baseline paths; with 15 or 24 steps (fewer images or one epoch) some
-  // runs end between 12% and 94%, and batches of 8 do not get there in 30 steps.
+  // the AVX-512, AVX2 and baseline paths; with 8 to 16 steps of 32 (fewer images or one epoch)
+  // some runs ended between 12% and 94%, and 30 steps of 8 between 49% and 91%.
   const Bands train(240, 2), test(100, 3);
   Trainer<Net, Sgd<>, Policy, Precision> t(Sgd({.lr = 0.05, .momentum = 0.9, .nesterov = true}),
                                            {.batch_size = 16, .log = nullptr});
