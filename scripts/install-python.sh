@@ -18,6 +18,8 @@ CCCL_VERSION="13.0.85" # the CCCL of the CUDA 13.0 toolkit CI compiles with
 # directory is kept as it is; COHORT_VENV_CACHE=off makes a private one, COHORT_VENV_CACHE=<dir>
 # moves the cache. (A changed pin makes a new environment; old ones stay until deleted.)
 # (No writable cache directory, no HOME: a private .venv as before.)
+# A link left dangling (the cache was deleted) is dropped and made again.
+if [ -L .venv ] && [ ! -e .venv ]; then rm .venv; fi
 cache_root=""
 if [ -n "${COHORT_VENV_CACHE:-}" ]; then cache_root="$COHORT_VENV_CACHE"
 elif [ -n "${XDG_CACHE_HOME:-}" ]; then cache_root="$XDG_CACHE_HOME/cohort"

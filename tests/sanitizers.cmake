@@ -101,7 +101,7 @@ endif()
 # inputs that 4-minute runs added (tests/fuzz/grow_corpus.sh). A run starts at the coverage those
 # long runs reached (libFuzzer's cov at start-up: idx 431, idx_gzip 425, image 370, safetensors
 # 1644), where the 30-second runs from the seeds alone used to end below it (427, 425, 369, 1598):
-# 10 s from there fuzzes past the frontier, 40 CPU-s less in all than 4 x 30 s (issue 32).
+# 10 s from there fuzzes past the frontier, 80 CPU-s less in all than 4 x 30 s (issue 32).
 # Without Clang or libFuzzer the tests report themselves skipped ("MISSING: ..." in their
 # output), never passed.
 option(COHORT_FUZZ_TESTS "Build the libFuzzer targets with Clang and run each briefly (fuzz.* tests)" ON)
