@@ -1,4 +1,5 @@
-// Where a training step's time goes, layer by layer, for one seed model, ResNet-20 or FastResNet:
+// Where a training step's time goes, layer by layer, for one seed model, ResNet-20, FastResNet or
+// MobileNetV2-small:
 //
 //   profile_layers --model A --batch 128 --threads 1
 //
@@ -18,6 +19,7 @@
 
 #include <cohort/cohort.hpp>
 #include <cohort/models/fast_resnet.hpp>
+#include <cohort/models/mobilenet_v2.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 
@@ -122,7 +124,7 @@ int main(int argc, char** argv) {
   std::size_t batch = 128, threads = 1, steps = 10;
   double peak = 0;
   CLI::App app{"per-layer time of a training step"};
-  app.add_option("--model", model)->check(CLI::IsMember({"A", "B", "C", "D", "resnet", "fast"}));
+  app.add_option("--model", model)->check(CLI::IsMember({"A", "B", "C", "D", "resnet", "fast", "mobilenet"}));
   app.add_option("--batch", batch)->check(CLI::Range(1, 65536));
   app.add_option("--threads", threads)->check(CLI::Range(1, 256));
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
@@ -160,4 +162,8 @@ int main(int argc, char** argv) {
   if (model == "fast")
     profile<FastResNet, CrossEntropyLoss<>>(
         "fast", Sgd({.lr = 0.2, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true}), batch, steps, peak);
+  // MobileNetV2-small (issue 37): an inverted residual with its shortcut is one row.
+  if (model == "mobilenet")
+    profile<models::MobileNetV2Small<>, CrossEntropyLoss<>>("mobilenet", Sgd({.lr = 0.05, .momentum = 0.9}), batch,
+                                                            steps, peak);
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""ResNet-20 on Fashion-MNIST, cohort (`train_mnist --model resnet`) against PyTorch
-(bench/torch_train_mnist.py: eager, channels_last, torch.compile), on real shuffled batches.
+"""ResNet-20 (or, --model mobilenet, MobileNetV2-small) on Fashion-MNIST, cohort (`train_mnist
+--model resnet|mobilenet`) against PyTorch (bench/torch_train_mnist.py: eager, channels_last,
+torch.compile), on real shuffled batches; --precision bf16: cohort's MixedPrecision<bf16> against
+torch.autocast(bfloat16).
 
 Throughput (default): each configuration trains --steps steps in its own process, the four
 alternating, --reps times; the table gives the median samples/s and cohort's ratio to PyTorch's
@@ -9,6 +11,7 @@ cohort's include its first step.
 
     python3 bench/resnet_compare.py --steps 150 --reps 3 --json bench/resnet.jsonl
     python3 bench/resnet_compare.py --steps 150 --reps 3 --freeze-below 21   # head-only fine-tune steps
+    python3 bench/resnet_compare.py --model mobilenet --precision bf16 --steps 100 --reps 3
 
 Each row also gives the peak resident memory of its processes (wait4's rusage, the child alone).
 
@@ -32,7 +35,7 @@ TORCH_CONFIGS = {"eager": [], "channels_last": ["--layout", "channels_last"], "c
 
 def cohort_cmd(a, extra):
     freeze = ["--freeze", f"below:{a.freeze_below}"] if a.freeze_below else []
-    return [a.train_mnist, "--model", "resnet", "--optimizer", "sgd", "--momentum", "0.9", "--weight-decay",
+    return [a.train_mnist, "--model", a.model, "--precision", a.precision, "--optimizer", "sgd", "--momentum", "0.9", "--weight-decay",
             str(a.weight_decay), "--batch-size", str(a.batch), "--threads", str(a.threads), "--data-dir",
             a.data_dir] + freeze + extra
 
@@ -40,7 +43,8 @@ def cohort_cmd(a, extra):
 def torch_cmd(a, config, extra):
     return [sys.executable, os.path.join(HERE, "torch_train_mnist.py"), "--optimizer", "sgd", "--momentum", "0.9",
             "--weight-decay", str(a.weight_decay), "--batch-size", str(a.batch), "--threads", str(a.threads),
-            "--data-dir", a.data_dir, "--freeze-below", str(a.freeze_below)] + TORCH_CONFIGS[config] + extra
+            "--data-dir", a.data_dir, "--freeze-below", str(a.freeze_below), "--model", a.model] + \
+        (["--bf16"] if a.precision == "bf16" else []) + TORCH_CONFIGS[config] + extra
 
 
 PEAK_MB = {}  # the last run's peak resident memory, per command kind
@@ -89,7 +93,7 @@ def throughput(a):
     peak = {k: max(v) for k, v in peaks.items()}
     best = max((k for k in med if k != "cohort"), key=lambda k: med[k])
     frozen = f", layers 0-{a.freeze_below - 1} frozen (head-only fine-tune)" if a.freeze_below else ""
-    print(f"\nResNet-20, train{frozen}, batch {a.batch}, {a.threads} threads, {a.steps} steps per process, "
+    print(f"\n{'ResNet-20' if a.model == 'resnet' else 'MobileNetV2-small'} ({a.precision}), train{frozen}, batch {a.batch}, {a.threads} threads, {a.steps} steps per process, "
           f"medians of {a.reps} alternating processes\n")
     print("| configuration | samples/s (median) | runs | cohort / this | peak RSS (MB) |")
     print("|---|---|---|---|---|")
@@ -100,7 +104,8 @@ def throughput(a):
     print(f"\ncohort / PyTorch's best ({best}): {med['cohort'] / med[best]:.2f}")
     if a.json:
         with open(a.json, "a") as f:
-            f.write(json.dumps({"bench": "resnet_throughput", "batch": a.batch, "threads": a.threads,
+            f.write(json.dumps({"bench": "resnet_throughput", "model": a.model, "precision": a.precision,
+                                "batch": a.batch, "threads": a.threads,
                                 "freeze_below": a.freeze_below, "peak_rss_mb": peaks,
                                 "steps": a.steps, "reps": a.reps, "rates": rates, "medians": med,
                                 "best_torch": best, "ratio": med["cohort"] / med[best]}) + "\n")
@@ -121,7 +126,8 @@ def accuracy(a):
           f"| PyTorch ({a.torch_config}) | {torch_acc:.2f}% |")
     if a.json:
         with open(a.json, "a") as f:
-            f.write(json.dumps({"bench": "resnet_accuracy", "epochs": a.epochs, "epochs1": a.epochs1, "lr": a.lr,
+            f.write(json.dumps({"bench": "resnet_accuracy", "model": a.model, "precision": a.precision,
+                                "epochs": a.epochs, "epochs1": a.epochs1, "lr": a.lr,
                                 "lr2": a.lr2, "weight_decay": a.weight_decay, "batch": a.batch,
                                 "cohort": cohort_acc, "pytorch": torch_acc, "torch_config": a.torch_config}) + "\n")
 
@@ -130,6 +136,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--train-mnist", default=os.path.join(HERE, "..", "build", "examples", "train_mnist"))
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--model", default="resnet", choices=["resnet", "mobilenet"])
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--lr", type=float, default=0.05)

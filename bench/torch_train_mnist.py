@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch twin of `train_mnist --model resnet`: the same ResNet-20 (tests/reference/cohort_modules.py),
+"""PyTorch twin of `train_mnist --model resnet|mobilenet`: the same ResNet-20 or MobileNetV2-small
+(tests/reference/cohort_modules.py),
 data (the IDX files, normalised with the training set's own mean and std), optimiser and batch
 size, on real shuffled batches. Prints one JSON line per epoch (epoch, seconds, samples_per_s,
 train_loss, test_accuracy) and a final line with the test accuracy.
@@ -29,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
-from cohort_modules import resnet20  # noqa: E402
+from cohort_modules import mobilenet_v2_small, resnet20  # noqa: E402
 
 
 def read_idx(path):
@@ -87,6 +88,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--layout", default="contiguous", choices=["contiguous", "channels_last"])
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (inductor)")
+    ap.add_argument("--model", default="resnet", choices=["resnet", "mobilenet"],
+                    help="resnet: ResNet-20; mobilenet: MobileNetV2-small (cohort_modules.mobilenet_v2_small)")
+    ap.add_argument("--bf16", action="store_true", help="torch.autocast(cpu, bfloat16) around forward and loss")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=0,
                     help="steps of the first epoch left out of samples_per_s (torch.compile's compilation)")
@@ -101,7 +105,7 @@ def main():
     torch.manual_seed(a.seed)
     xtr, ytr, xte, yte, pad_value = load(a.data_dir)
     fmt = torch.channels_last if a.layout == "channels_last" else torch.contiguous_format
-    net = resnet20().to(memory_format=fmt)
+    net = (mobilenet_v2_small() if a.model == "mobilenet" else resnet20()).to(memory_format=fmt)
     frozen = list(net.children())[:a.freeze_below]
     for module in frozen:
         module.requires_grad_(False)
@@ -132,7 +136,8 @@ def main():
 
     def train_step(x, y):
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y, label_smoothing=smoothing)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            loss = F.cross_entropy(model(x), y, label_smoothing=smoothing)
         loss.backward()
         if clip:
             torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
@@ -142,7 +147,7 @@ def main():
     def evaluate():
         net.eval()
         correct = 0
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
             for i in range(0, len(xte), 1000):
                 x = xte[i:i + 1000].contiguous(memory_format=fmt)
                 correct += int((model(x).argmax(1) == yte[i:i + 1000]).sum())
@@ -150,7 +155,7 @@ def main():
         return 100.0 * correct / len(xte)
 
     g = torch.Generator().manual_seed(a.seed)
-    steps, config = 0, {"layout": a.layout, "compile": a.compile, "threads": a.threads,
+    steps, config = 0, {"model": a.model, "bf16": a.bf16, "layout": a.layout, "compile": a.compile, "threads": a.threads,
                         "freeze_below": a.freeze_below}
     for epoch in range(1, a.epochs + 1):
         if a.lr2 is not None and a.lr2_from and epoch >= a.lr2_from:

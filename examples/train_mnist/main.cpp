@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Train a seed model on Fashion-MNIST (or any MNIST-format directory) with cohort"};
   app.add_option("--model", o.model,
                  "A (seed 000), B (seed 001), C or D (seed 003 small/large), resnet (ResNet-20), fast (FastResNet, "
-                 "the time-to-accuracy record network)")
-      ->check(CLI::IsMember({"A", "B", "C", "D", "resnet", "fast"}))
+                 "the time-to-accuracy record network), mobilenet (MobileNetV2-small)")
+      ->check(CLI::IsMember({"A", "B", "C", "D", "resnet", "fast", "mobilenet"}))
       ->capture_default_str();
   app.add_option("--epochs", o.epochs, "epochs to train (in all, counting those before --resume)")
       ->capture_default_str();

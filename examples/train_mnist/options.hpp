@@ -7,7 +7,7 @@
 #include <string>
 
 struct TrainMnistOptions {
-  std::string model = "A"; // A, B, C, D, resnet or fast
+  std::string model = "A"; // A, B, C, D, resnet, fast or mobilenet
   std::size_t epochs = 2;
   std::size_t batch_size = 0; // 0: the seed notebook's (100 for B, 128 otherwise)
   double lr = -1;             // < 0: the seed notebook's
@@ -59,7 +59,8 @@ struct TrainMnistOptions {
   X(c, fp32) X(c, fp16) X(c, bf16)       \
   X(d, fp32) X(d, fp16) X(d, bf16)       \
   X(resnet, fp32) X(resnet, fp16) X(resnet, bf16) \
-  X(fast, fp32) X(fast, fp16) X(fast, bf16)
+  X(fast, fp32) X(fast, fp16) X(fast, bf16)       \
+  X(mobilenet, fp32) X(mobilenet, fp16) X(mobilenet, bf16)
 // clang-format on
 #define TRAIN_MNIST_DECLARE(model, precision) int train_model_##model##_##precision(const TrainMnistOptions&);
 TRAIN_MNIST_FOR_EACH(TRAIN_MNIST_DECLARE)

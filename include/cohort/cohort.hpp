@@ -25,6 +25,7 @@
 #include "cohort/layers/depthwise_conv2d.hpp"
 #include "cohort/layers/dropout.hpp"
 #include "cohort/layers/flatten.hpp"
+#include "cohort/layers/gated.hpp"
 #include "cohort/layers/gelu.hpp"
 #include "cohort/layers/hardsigmoid.hpp"
 #include "cohort/layers/hardswish.hpp"
@@ -37,6 +38,7 @@
 #include "cohort/layers/residual.hpp"
 #include "cohort/layers/sigmoid.hpp"
 #include "cohort/layers/silu.hpp"
+#include "cohort/layers/squeeze_excitation.hpp"
 #include "cohort/layers/tanh.hpp"
 
 #include "cohort/network/executor.hpp"

@@ -21,6 +21,7 @@
 #include <cohort/cohort.hpp>
 #include <cohort/data/image_transforms.hpp>
 #include <cohort/models/fast_resnet.hpp>
+#include <cohort/models/mobilenet_v2.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 #include <cohort/models/torchvision_resnet.hpp>
@@ -150,6 +151,23 @@ namespace example_layers_relu6 {
 using Block = Sequential<Input<16, 8, 8>, Conv2d<16, 32, 1, 1, 0, false>, BatchNorm2d<32>, ReLU6>;
 //! [layers/relu6]
 } // namespace example_layers_relu6
+
+namespace example_layers_gated {
+//! [layers/gated]
+using SE = Gated<Branch<AdaptiveAvgPool2d<1>, Conv2d<32, 8, 1>, ReLU, Conv2d<8, 32, 1>, Hardsigmoid>>;
+using Net = Sequential<Input<32, 14, 14>, Conv2d<32, 32, 3, 1, 1, false>, BatchNorm2d<32>, ReLU, SE>;
+//! [layers/gated]
+static_assert(std::is_same_v<Net::output_shape, Shape<32, 14, 14>>);
+} // namespace example_layers_gated
+
+namespace example_layers_squeeze_excitation {
+//! [layers/squeeze_excitation]
+using Net = Sequential<Input<32, 14, 14>, Conv2d<32, 32, 3, 1, 1, false>, BatchNorm2d<32>, ReLU,
+                       SqueezeExcitation<32, 8>>;                            // torchvision's defaults
+using V3 = SqueezeExcitation<32, 8, ReLU, Hardsigmoid>;                     // MobileNetV3's
+//! [layers/squeeze_excitation]
+static_assert(Net::parameter_count == 32 * 32 * 9 + 64 + 32 * 8 + 8 + 8 * 32 + 32);
+} // namespace example_layers_squeeze_excitation
 
 namespace example_layers_residual {
 //! [layers/residual]
@@ -449,6 +467,20 @@ template void example_train_weight_names(cohort::Network<cohort::models::ModelB>
   cohort::TrainerOptions o{.freeze = cohort::Freeze::below(21)};   // the same for any policy
   //! [network/freezing]
   (void)o;
+}
+
+// A template never instantiated: the example's names and types are checked here, its kernels are
+// not compiled (tests/tools/torchvision_mobilenet.cpp runs the same calls, issue 32's build time).
+template <class Unused = void>
+[[maybe_unused]] void example_models_mobilenet_v2(const cohort::Sgd<>& sgd, const cohort::TrainerOptions& options) {
+  //! [models/mobilenet_v2]
+  // torchvision.models.mobilenet_v2().state_dict(), saved with safetensors, loaded strictly:
+  cohort::Network<cohort::models::MobileNetV2<>> net;
+  cohort::load_weights("mobilenet_v2.safetensors", net.parameters(),
+                       {.rename = cohort::models::mobilenet_v2_names<cohort::models::MobileNetV2<>>()});
+  // Fashion-MNIST: train_mnist --model mobilenet
+  cohort::Trainer<cohort::models::MobileNetV2Small<>, cohort::Sgd<>> trainer(sgd, options);
+  //! [models/mobilenet_v2]
 }
 
 [[maybe_unused]] void example_models_torchvision_resnet() {

@@ -23,6 +23,17 @@ class Residual(nn.Module):
         return self.body(x) + (x if self.shortcut is None else self.shortcut(x))
 
 
+class Gated(nn.Module):
+    """x * gate(x), the gate's (N, C, 1, 1) output broadcast over H x W (cohort's layers/gated.hpp)."""
+
+    def __init__(self, gate):
+        super().__init__()
+        self.gate = gate
+
+    def forward(self, x):
+        return x * self.gate(x)
+
+
 def basic_block(c_in, c_out, stride=1):
     """cohort::models::BasicBlock<c_in, c_out, stride> (a ReLU follows it in the network)."""
     body = nn.Sequential(nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(),
@@ -73,3 +84,21 @@ def fast_resnet(width=24, num_classes=10, in_channels=1, size=28):
                          *_conv_bn_relu(w, 2 * w), residual(2 * w), nn.MaxPool2d(2),       # 4..8
                          *_conv_bn_relu(2 * w, 4 * w), residual(4 * w), nn.MaxPool2d(size // 4),  # 9..13
                          nn.Flatten(), nn.Linear(4 * w, num_classes))                      # 14..15
+
+
+MOBILENET_V2_SMALL_SETTING = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 3, 2], [6, 96, 2, 1]]
+
+
+def mobilenet_v2_small(channels=1, classes=10, dropout=0.2):
+    """cohort::models::MobileNetV2Small<channels, S, classes> as a torchvision module: torchvision's
+    MobileNetV2 class with the small variant's stage table, the stem at stride 1 and a 512-wide last
+    convolution; the same module names as torchvision's mobilenet_v2 (so the same name map)."""
+    import torchvision
+    from torchvision.ops import Conv2dNormActivation
+    m = torchvision.models.MobileNetV2(num_classes=classes, inverted_residual_setting=MOBILENET_V2_SMALL_SETTING,
+                                       dropout=dropout)
+    m.features[0][0] = nn.Conv2d(channels, 32, 3, 1, 1, bias=False)
+    m.features[-1] = Conv2dNormActivation(96, 512, kernel_size=1, norm_layer=nn.BatchNorm2d,
+                                          activation_layer=nn.ReLU6)
+    m.classifier[1] = nn.Linear(512, classes)
+    return m

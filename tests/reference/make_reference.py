@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from safetensors.numpy import save_file
 
 import cohort_mirror as cm
-from cohort_modules import Residual, basic_block, bottleneck, resnet20
+from cohort_modules import Gated, Residual, basic_block, bottleneck, resnet20
 
 GENERATOR_VERSION = "1"
 
@@ -256,6 +256,25 @@ def make_blocks(out):
                {"layer": "models::Bottleneck<16,4,1>"}, set_state=random_module)
     layer_case(out, "block_bottleneck_projection", bottleneck(8, 4, 2), randn(g, 3, 8, 7, 6), 37,
                {"layer": "models::Bottleneck<8,4,2>"}, set_state=random_module)
+    # Gated blocks (issue 37): squeeze-and-excitation as torchvision.ops.SqueezeExcitation, with
+    # MobileNetV3's Hardsigmoid, and inside a residual body (an inverted residual with SE).
+    g = rng(5)  # a generator of its own: the cases above keep their inputs
+    se = Gated(nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(8, 3, 1), nn.ReLU(), nn.Conv2d(3, 8, 1), nn.Sigmoid()))
+    layer_case(out, "block_gated_se", se, randn(g, 3, 8, 5, 6), 38,
+               {"layer": "SqueezeExcitation<8,3>"}, set_state=random_module)
+    se_v3 = Gated(nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(6, 4, 1), nn.ReLU(), nn.Conv2d(4, 6, 1),
+                                nn.Hardsigmoid()))
+    layer_case(out, "block_gated_hardsigmoid", se_v3, randn(g, 4, 6, 7, 7), 39,
+               {"layer": "SqueezeExcitation<6,4,ReLU,Hardsigmoid>"}, set_state=random_module)
+    inverted = Residual(nn.Sequential(
+        nn.Conv2d(4, 12, 1, bias=False), nn.BatchNorm2d(12), nn.Hardswish(),
+        nn.Conv2d(12, 12, 3, 1, 1, groups=12, bias=False), nn.BatchNorm2d(12), nn.Hardswish(),
+        Gated(nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(12, 4, 1), nn.ReLU(), nn.Conv2d(4, 12, 1),
+                            nn.Hardsigmoid())),
+        nn.Conv2d(12, 4, 1, bias=False), nn.BatchNorm2d(4)))
+    layer_case(out, "block_inverted_residual_se", inverted, randn(g, 3, 4, 6, 6), 40,
+               {"layer": "Residual<Branch<Conv2d<4,12,1,1,0,false>,...,SqueezeExcitation<12,4,ReLU,Hardsigmoid>,"
+                         "Conv2d<12,4,1,1,0,false>,BatchNorm2d<4>>> (MobileNetV3's block)"}, set_state=random_module)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@
 ///     Dropout/2d        nothing (the identity in evaluation mode)
 ///     Flatten           Flatten (axis 1);   Linear: Gemm (transB = 1);   LogSoftmax: axis 1
 ///     Residual          the body's nodes, the shortcut's (none for Identity), then Add
+///     Gated             the gate's nodes, then Mul (the gate's (N, C, 1, 1) broadcast)
 ///
 /// A layer without a mapping is a compile error naming its position and type.
 ///

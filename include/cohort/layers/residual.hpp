@@ -50,6 +50,7 @@ struct Identity {};
 namespace branch {
 struct body {};
 struct shortcut {};
+struct gate {}; // layers/gated.hpp's
 } // namespace branch
 
 template <class Body, class Shortcut = Identity>
@@ -83,9 +84,15 @@ constexpr std::size_t count_of(TensorKind kind) {
   for (const LayoutEntry& e : C::layout.entries) n += e.kind == kind;
   return n;
 }
-/// The tensors of `kind` of the body chain B then the shortcut chain S (void: none), renamed
-/// "body.<layer>.<name>" / "shortcut.<layer>.<name>": their names, then their specs.
-template <class B, class S, TensorKind Kind>
+/// A residual block's branch names in tensor names ("body.0.weight", "shortcut.1.bias").
+struct residual_branch_names {
+  static constexpr std::string_view first = "body", second = "shortcut";
+};
+
+/// The tensors of `kind` of the first chain B then the second chain S (void: none), renamed
+/// "<first>.<layer>.<name>" / "<second>.<layer>.<name>" (Names: residual_branch_names or a
+/// struct like it): their names, then their specs.
+template <class B, class S, TensorKind Kind, class Names = residual_branch_names>
 struct branch_tensors {
   static constexpr std::size_t body_count = count_of<B>(Kind);
   static constexpr std::size_t shortcut_count = [] {
@@ -110,8 +117,8 @@ struct branch_tensors {
           ++i;
         }
     };
-    add(B::layout.entries, "body");
-    if constexpr (!std::is_void_v<S>) add(S::layout.entries, "shortcut");
+    add(B::layout.entries, Names::first);
+    if constexpr (!std::is_void_v<S>) add(S::layout.entries, Names::second);
     return out;
   }();
 

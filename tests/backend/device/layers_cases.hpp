@@ -70,6 +70,14 @@ TEST_CASE("device layers: DepthwiseConv2d matches PyTorch's Conv2d(groups=C)") {
   check_layer_fixture_on<Dev, DepthwiseConv2d<6, 3, 2, 1, false>, Shape<6, 9, 8>>("layer_depthwise_k3s2p1_nobias");
   check_layer_fixture_on<Dev, DepthwiseConv2d<3, 5, 1, 2>, Shape<3, 6, 7>>("layer_depthwise_k5p2");
 }
+TEST_CASE("device layers: Gated blocks (squeeze-and-excitation, in an inverted residual) match PyTorch") {
+  check_layer_fixture_on<Dev, SqueezeExcitation<8, 3>, Shape<8, 5, 6>>("block_gated_se");
+  using InvertedSE =
+      Residual<Branch<Conv2d<4, 12, 1, 1, 0, false>, BatchNorm2d<12>, Hardswish, DepthwiseConv2d<12, 3, 1, 1, false>,
+                      BatchNorm2d<12>, Hardswish, SqueezeExcitation<12, 4, ReLU, Hardsigmoid>,
+                      Conv2d<12, 4, 1, 1, 0, false>, BatchNorm2d<4>>>;
+  check_layer_fixture_on<Dev, InvertedSE, Shape<4, 6, 6>>("block_inverted_residual_se");
+}
 TEST_CASE("device layers: ReLU6, Hardsigmoid, Hardswish, Sigmoid and Tanh match PyTorch, kinks included") {
   check_layer_fixture_on<Dev, ReLU6, Shape<3, 5, 5>>("layer_relu6");
   check_layer_fixture_on<Dev, Hardsigmoid, Shape<3, 5, 5>>("layer_hardsigmoid");

@@ -129,6 +129,42 @@ struct ops::ElementwiseKernels<Cpu> {
     return total;
   }
 
+  /// y[u, j] = x[u, j] * g[u]: a gate's value per (sample, channel) broadcast over its plane of
+  /// `unit_size` elements (layers/gated.hpp), multiplied in the accumulator type, rounded once.
+  template <class T>
+  static void scale_units(CpuContext& ctx, const T* x, const T* g, T* y, std::size_t units, std::size_t unit_size) {
+    using A = accumulator_t<T>;
+    ctx.threads().parallel_for(units, grain / unit_size + 1, [=](std::size_t lo, std::size_t hi) {
+      const T* __restrict in = x;
+      T* __restrict out = y;
+      for (std::size_t u = lo; u < hi; ++u) {
+        const A s = A(g[u]);
+        for (std::size_t j = 0; j < unit_size; ++j) out[u * unit_size + j] = T(A(in[u * unit_size + j]) * s);
+      }
+    });
+  }
+  /// scale_units' backward: dg[u] = sum_j dy[u, j] * x[u, j] (summed in order, in the
+  /// accumulator type: the same for any thread count) and, unless dx is null, dx[u, j] = dy[u, j] * g[u].
+  template <class T>
+  static void scale_units_backward(CpuContext& ctx, const T* x, const T* g, const T* dy, T* dx, T* dg,
+                                   std::size_t units, std::size_t unit_size) {
+    using A = accumulator_t<T>;
+    ctx.threads().parallel_for(units, grain / unit_size + 1, [=](std::size_t lo, std::size_t hi) {
+      const T* __restrict in = x;
+      const T* __restrict up = dy;
+      T* __restrict down = dx;
+      for (std::size_t u = lo; u < hi; ++u) {
+        A sum = 0;
+        for (std::size_t j = 0; j < unit_size; ++j) sum += A(up[u * unit_size + j]) * A(in[u * unit_size + j]);
+        dg[u] = T(sum);
+        if (down) {
+          const A s = A(g[u]);
+          for (std::size_t j = 0; j < unit_size; ++j) down[u * unit_size + j] = T(A(up[u * unit_size + j]) * s);
+        }
+      }
+    });
+  }
+
   /// y[u, j] = x[u, j] * mask[u]: a per-unit mask broadcast over `unit_size` elements.
   template <class T>
   static void multiply(CpuContext& ctx, const T* x, const accumulator_t<T>* mask, T* y, std::size_t units,

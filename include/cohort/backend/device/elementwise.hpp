@@ -71,6 +71,36 @@ struct MaskMultiply {
     y[i] = T(A(x[i]) * mask[i / unit_size]);
   }
 };
+/// y[i] = x[i] * g[i / unit_size]: layers/gated.hpp's gate, broadcast over each plane.
+template <class T>
+struct ScaleUnits {
+  const T* x;
+  const T* g;
+  T* y;
+  std::size_t unit_size;
+  COHORT_HOST_DEVICE void operator()(std::size_t i) const {
+    using A = accumulator_t<T>;
+    y[i] = T(A(x[i]) * A(g[i / unit_size]));
+  }
+};
+/// Its backward for unit u: dg[u] = sum_j dy * x in order, dx = dy * g[u] (dx may be null).
+template <class T>
+struct ScaleUnitsBackward {
+  const T* x;
+  const T* g;
+  const T* dy;
+  T* dx;
+  T* dg;
+  std::size_t unit_size;
+  COHORT_HOST_DEVICE void operator()(std::size_t u) const {
+    using A = accumulator_t<T>;
+    A sum = 0;
+    for (std::size_t j = 0; j < unit_size; ++j) sum += A(dy[u * unit_size + j]) * A(x[u * unit_size + j]);
+    dg[u] = T(sum);
+    if (dx)
+      for (std::size_t j = 0; j < unit_size; ++j) dx[u * unit_size + j] = T(A(dy[u * unit_size + j]) * A(g[u]));
+  }
+};
 template <class From, class To>
 struct Convert {
   COHORT_HOST_DEVICE To operator()(From x) const { return To(x); }
@@ -194,6 +224,16 @@ struct ElementwiseKernels {
   /// that reduces the same gradients the same way.
   static double sum_of_squares(context& ctx, const float* g, std::size_t n) {
     return thrust::transform_reduce(ctx.policy(), g, g + n, detail::SquareAsDouble{}, 0.0, thrust::plus<double>{});
+  }
+
+  template <class T>
+  static void scale_units(context& ctx, const T* x, const T* g, T* y, std::size_t units, std::size_t unit_size) {
+    for_each_index(ctx.policy(), units * unit_size, detail::ScaleUnits<T>{x, g, y, unit_size});
+  }
+  template <class T>
+  static void scale_units_backward(context& ctx, const T* x, const T* g, const T* dy, T* dx, T* dg, std::size_t units,
+                                   std::size_t unit_size) {
+    for_each_index(ctx.policy(), units, detail::ScaleUnitsBackward<T>{x, g, dy, dx, dg, unit_size});
   }
 
   template <class T>

@@ -18,6 +18,7 @@
 #include "cohort/layers/depthwise_conv2d.hpp"
 #include "cohort/layers/dropout.hpp"
 #include "cohort/layers/flatten.hpp"
+#include "cohort/layers/gated.hpp"
 #include "cohort/layers/gelu.hpp"
 #include "cohort/layers/hardsigmoid.hpp"
 #include "cohort/layers/hardswish.hpp"
@@ -282,6 +283,19 @@ struct onnx_layer<Residual<Body, Shortcut>> {
                                                                 buffers + body::buffer_store_size,
                                                                 at.names + "shortcut.", at.scope + "/shortcut", x);
     return g.node("Add", at.scope, {body_out, shortcut_out});
+  }
+};
+
+/// A gated block: the gate's chain over the block's slice of the stores, then x * gate (Mul
+/// broadcasts the (N, C, 1, 1) gate over H x W).
+template <class Gate>
+struct onnx_layer<Gated<Gate>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    const std::string gate = onnx_chain<typename Bound::gate_chain>(
+        g, at.params + at.param_base, at.buffers + at.buffer_base, at.names + "gate.", at.scope + "/gate", x);
+    return g.node("Mul", at.scope, {x, gate});
   }
 };
 
