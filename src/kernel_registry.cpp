@@ -11,6 +11,7 @@
 // header; CI's kernels.registry_complete test fails when a listed network's kernels are missing).
 #include <cohort/cohort.hpp>
 #include <cohort/models/fast_resnet.hpp>
+#include <cohort/models/mobilenet_v2.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 #include <cohort/precision/mixed_precision.hpp>
@@ -45,4 +46,5 @@ void cohort_kernel_registry(const cohort::ImageDataset<cohort::Shape<1, 28, 28>>
   instantiate_all_precisions<ModelD>(data);
   instantiate_all_precisions<ResNet20>(data);
   instantiate_all_precisions<FastResNet>(data);
+  instantiate_all_precisions<MobileNetV2Small<>>(data);
 }

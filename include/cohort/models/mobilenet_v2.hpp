@@ -297,3 +297,9 @@ std::vector<RenameRule> mobilenet_v2_names(bool head = true) {
 }
 
 } // namespace cohort::models
+
+// Compiled mode: MobileNetV2-small's executors come from the kernel library (network/compiled_executor.hpp).
+#if defined(COHORT_COMPILED_KERNELS)
+#include "cohort/network/compiled_executor.hpp"
+COHORT_DETAIL_COMPILED_NETWORK(extern, cohort::models::MobileNetV2Small<>)
+#endif
