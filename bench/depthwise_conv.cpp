@@ -106,6 +106,10 @@ int main(int argc, char** argv) {
   measure<96, 14, 3, 1>(ctx, "small 96@14", batch, reps, stream);
   measure<192, 7, 3, 1>(ctx, "small 192@7", batch, reps, stream);
   measure<96, 14, 5, 1>(ctx, "small 96@14 k5", batch, reps, stream);
+  // MobileNetV2Small's strided stages (polyphase planes).
+  measure<96, 28, 3, 2>(ctx, "small 96@28 s2", batch, reps, stream);
+  measure<144, 14, 3, 2>(ctx, "small 144@14 s2", batch, reps, stream);
+  measure<192, 7, 3, 2>(ctx, "small 192@7 s2", batch, reps, stream);
   rusage r{};
   getrusage(RUSAGE_SELF, &r);
   std::printf("{\"bench\": \"depthwise_conv\", \"side\": \"cohort\", \"peak_rss_mib\": %.1f}\n",

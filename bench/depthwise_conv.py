@@ -22,7 +22,9 @@ import time
 
 # (name, C, H, K, S, batch divisor): bench/depthwise_conv.cpp's shapes, in its order.
 SHAPES = [("mnv2 96@112 s2", 96, 112, 3, 2, 4), ("mnv2 144@56", 144, 56, 3, 1, 4), ("mnv2 192@28", 192, 28, 3, 1, 4),
-          ("small 96@14", 96, 14, 3, 1, 1), ("small 192@7", 192, 7, 3, 1, 1), ("small 96@14 k5", 96, 14, 5, 1, 1)]
+          ("small 96@14", 96, 14, 3, 1, 1), ("small 192@7", 192, 7, 3, 1, 1), ("small 96@14 k5", 96, 14, 5, 1, 1),
+          ("small 96@28 s2", 96, 28, 3, 2, 1), ("small 144@14 s2", 144, 14, 3, 2, 1),
+          ("small 192@7 s2", 192, 7, 3, 2, 1)]
 
 
 def torch_child(args):

@@ -72,9 +72,11 @@ namespace example_layers_conv2d {
 //! [layers/conv2d]
 using Net = Sequential<Input<1, 28, 28>, Conv2d<1, 16, 3>, ReLU>;   // -> Shape<16, 26, 26>
 using Stem = Sequential<Input<3, 32, 32>, Conv2d<3, 16, 3, 1, 1, false>, BatchNorm2d<16>>;  // bias=False
+using Grouped = Sequential<Input<32, 14, 14>, Conv2d<32, 64, 3, 1, 1, Groups{4}, false>>; // groups=4
 //! [layers/conv2d]
 static_assert(std::is_same_v<Net::output_shape, Shape<16, 26, 26>>);
 static_assert(Stem::parameter_count == 3 * 16 * 9 + 2 * 16);
+static_assert(Grouped::parameter_count == 64 * 8 * 9);
 } // namespace example_layers_conv2d
 
 namespace example_layers_depthwise_conv2d {

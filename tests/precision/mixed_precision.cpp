@@ -201,6 +201,8 @@ TEST_CASE("MixedPrecision: the residual networks' layers in 16 bits are the floa
   check_layer<Sequential<Input<4, 8, 8>, LeakyReLU<0.1f>>>("LeakyReLU");
   check_layer<Sequential<Input<4, 9, 8>, DepthwiseConv2d<4, 3, 1, 1>>>("DepthwiseConv2d");
   check_layer<Sequential<Input<4, 9, 8>, DepthwiseConv2d<4, 3, 2, 1, false>>>("DepthwiseConv2d, stride 2");
+  check_layer<Sequential<Input<4, 9, 8>, Conv2d<4, 8, 3, 1, 1, Groups{2}>>>("Conv2d, 2 groups");
+  check_layer<Sequential<Input<4, 9, 8>, Conv2d<4, 4, 3, 2, 1, Groups{4}, false>>>("Conv2d, groups = channels");
   check_layer<Sequential<Input<4, 8, 8>, ReLU6>>("ReLU6");
   check_layer<Sequential<Input<4, 8, 8>, Hardsigmoid>>("Hardsigmoid");
   check_layer<Sequential<Input<4, 8, 8>, Hardswish>>("Hardswish");

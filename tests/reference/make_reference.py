@@ -217,6 +217,23 @@ def make_resnet_layers(out):
                    set_state=random_params)
 
 
+
+def make_grouped(out):
+    """Grouped convolutions (issue 37): torch's Conv2d with 1 < groups, a generator of their own so
+    the other fixtures keep their bytes. Two groups and three (1x1, ShuffleNet's), stride 2 without
+    bias, a channel multiplier (groups = in, out = 2 * in), the depthwise case spelled as Conv2d, and
+    16-channel groups on which the dense kernels take their vectorised paths."""
+    g = rng(374)
+    for name, i, o, k, s, p, groups, bias, shape in [("g2_k3p1", 4, 6, 3, 1, 1, 2, True, (3, 4, 7, 6)),
+                                                     ("g2_k3s2p1_nobias", 4, 8, 3, 2, 1, 2, False, (2, 4, 9, 8)),
+                                                     ("g3_k1_nobias", 6, 9, 1, 1, 0, 3, False, (2, 6, 5, 5)),
+                                                     ("g4_multiplier", 4, 8, 3, 1, 1, 4, True, (2, 4, 6, 6)),
+                                                     ("g4_depthwise", 4, 4, 3, 2, 1, 4, True, (2, 4, 7, 7)),
+                                                     ("g2_wide", 32, 32, 3, 1, 1, 2, False, (2, 32, 8, 8))]:
+        layer_case(out, "layer_conv2d_" + name, nn.Conv2d(i, o, k, s, p, groups=groups, bias=bias), randn(g, *shape),
+                   375, {"layer": f"Conv2d<{i},{o},{k},{s},{p},Groups{{{groups}}}{'' if bias else ',false'}>"},
+                   set_state=random_params)
+
 # ----------------------------------------------------------------------------------------------
 # Residual blocks (cohort_modules.Residual): forward, backward and 3 SGD steps, as the layers.
 
@@ -568,7 +585,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
     ap.add_argument("--only", nargs="*", choices=["layers", "blocks", "losses", "optimizers", "models", "resnet",
-                                                    "weight_average", "init"],
+                                                    "weight_average", "init", "grouped"],
                     help="write only these groups of fixtures")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -577,7 +594,7 @@ def main():
     torch.manual_seed(0)
     makers = {"layers": make_layers, "blocks": make_blocks, "losses": make_losses, "optimizers": make_optimizers,
               "models": make_models, "resnet": make_resnet, "weight_average": make_weight_average,
-              "init": make_init}
+              "init": make_init, "grouped": make_grouped}
     for key, make in makers.items():
         if not args.only or key in args.only:
             make(args.out)

@@ -47,6 +47,7 @@ except ImportError as e:
     sys.exit(77)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cohort_modules import mobilenet_v2_small  # noqa: E402
+from trained_comparison import counters_equal, relative, with_statistics, worst_floating  # noqa: E402
 
 LOGIT_BOUND = 1e-5    # eval logits: measured 5.7e-7 (mobilenet_v2), 7.8e-7 (small), ONNX Runtime 7.3e-8-7.8e-7
 # In double the two sides still differ from the first forward on: cohort's BatchNorm eps is the
@@ -59,25 +60,6 @@ LOSS_BOUND = 1e-9     # losses in double, relative: measured 6.5e-12 (first step
 def small(dropout=0.2):
     """models::MobileNetV2Small<> (1x28x28, 10 classes) as a torchvision module."""
     return mobilenet_v2_small(dropout=dropout)
-
-
-def relative(a, b):
-    a, b = a.double(), b.double()
-    scale = float(b.abs().max())
-    return float((a - b).abs().max()) / (scale if scale > 0 else 1.0)
-
-
-def excess(a, b):
-    a, b = a.double(), b.double()
-    return float((a - b).abs().max()) / (TRAIN_BOUND * float(b.abs().max()) + TRAIN_ABS)
-
-
-def with_statistics(m, shape):
-    with torch.no_grad():
-        m.train()
-        for _ in range(2):
-            m(torch.randn(*shape))
-    return m
 
 
 def logits_difference(helper, mode, m, weights, x, path):
@@ -142,15 +124,13 @@ def main():
     back = small().double()
     back.load_state_dict(ours, strict=True)  # cohort's file, torchvision's names
     theirs = t.state_dict()
-    floats = [k for k in theirs if theirs[k].dtype.is_floating_point]
-    name = max(floats, key=lambda k: excess(ours[k], theirs[k]))
-    e = excess(ours[name], theirs[name])
-    counters = all(int(ours[k]) == int(theirs[k]) for k in theirs if not theirs[k].dtype.is_floating_point)
+    name, d, e = worst_floating(ours, theirs, TRAIN_BOUND, TRAIN_ABS)
+    counters = counters_equal(ours, theirs)
     cohort_losses = load_file(path("trained.safetensors.loss"))["loss"].tolist()
     dl = max(abs(c - l) / abs(l) for c, l in zip(cohort_losses, losses))
     print(f"train: {steps} SGD steps in double, losses cohort {['%.12f' % v for v in cohort_losses]} torch "
           f"{['%.12f' % v for v in losses]} (worst {dl:.3g} apart, bound {LOSS_BOUND}); the tensor nearest its bound: "
-          f"{name}, {relative(ours[name], theirs[name]):.3g} of its largest, {e:.2f} of the allowance "
+          f"{name}, {d:.3g} of its largest, {e:.2f} of the allowance "
           f"({TRAIN_BOUND} of the largest + {TRAIN_ABS}); num_batches_tracked {'equal' if counters else 'DIFFERENT'}")
     failed |= not (e <= 1 and dl <= LOSS_BOUND and counters)
 

@@ -40,6 +40,8 @@ try:
 except ImportError as e:
     print(f"skipped: {e}")
     sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trained_comparison import counters_equal, relative, with_statistics, worst_floating  # noqa: E402
 
 LOGIT_BOUND = 1e-5    # eval logits: measured 1.3e-6 of the largest
 TRAIN_BOUND = 2e-3    # trained tensors: measured 4.9e-4 (conv1.weight after 3 whole-network steps)
@@ -48,34 +50,6 @@ TRAIN_ABS = 1e-5      # plus this much absolutely: BatchNorm biases start at 0 a
                       # 4.5e-6 apart at most
 LOSS_BOUND = 5e-5     # losses: measured 2e-6 relative on Sapphire Rapids, 9.4e-6 on Zen (the third step)
 HEAD_BOUND = 1e-5     # the fine-tuned head (a frozen backbone: one layer trains): measured 2.7e-7
-
-
-def relative(a, b):
-    a, b = a.double(), b.double()
-    scale = float(b.abs().max())
-    return float((a - b).abs().max()) / (scale if scale > 0 else 1.0)
-
-
-def excess(a, b):
-    """How far the worst element of `a` is from `b`, in units of the allowance TRAIN_BOUND * max|b| + TRAIN_ABS
-    (<= 1 passes)."""
-    a, b = a.double(), b.double()
-    return float((a - b).abs().max()) / (TRAIN_BOUND * float(b.abs().max()) + TRAIN_ABS)
-
-
-def worst(ours, theirs):
-    """The tensor that comes nearest its allowance (excess), with its relative difference and excess."""
-    name = max(theirs, key=lambda k: excess(ours[k], theirs[k]))
-    return name, relative(ours[name], theirs[name]), excess(ours[name], theirs[name])
-
-
-def with_statistics(m):
-    """`m` after two train-mode passes over random images: BatchNorm statistics away from (0, 1)."""
-    with torch.no_grad():
-        m.train()
-        for _ in range(2):
-            m(torch.randn(4, 3, 224, 224))
-    return m
 
 
 def logits_difference(helper, mode, m, weights, x, path):
@@ -97,7 +71,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     path = lambda name: os.path.join(work, name)
     torch.manual_seed(0)
-    m = with_statistics(torchvision.models.resnet18())
+    m = with_statistics(torchvision.models.resnet18(), (4, 3, 224, 224))
     start = {k: v.clone() for k, v in m.state_dict().items()}
     save_file({k: v.contiguous() for k, v in start.items()}, path("resnet18.safetensors"))
     x = torch.from_numpy(np.random.default_rng(1).standard_normal((4, 3, 224, 224), dtype=np.float32))
@@ -113,7 +87,7 @@ def main():
 
     # 1b. eval logits of ResNet-34 (more blocks per stage: the name map's counting)
     torch.manual_seed(1)
-    m34 = with_statistics(torchvision.models.resnet34())
+    m34 = with_statistics(torchvision.models.resnet34(), (4, 3, 224, 224))
     save_file({k: v.contiguous() for k, v in m34.state_dict().items()}, path("resnet34.safetensors"))
     d = logits_difference(helper, "logits34", m34, path("resnet34.safetensors"), x, path)
     print(f"logits34: cohort vs torchvision's ResNet-34, eval mode: worst difference {d:.3g} of the largest "
@@ -139,9 +113,8 @@ def main():
     back = torchvision.models.resnet18()
     back.load_state_dict(ours, strict=True)  # cohort's file, torchvision's names
     theirs = m.state_dict()
-    name, d, e = worst({k: v for k, v in ours.items() if v.dtype.is_floating_point},
-                       {k: v for k, v in theirs.items() if v.dtype.is_floating_point})
-    counters = all(int(ours[k]) == int(theirs[k]) for k in theirs if not theirs[k].dtype.is_floating_point)
+    name, d, e = worst_floating(ours, theirs, TRAIN_BOUND, TRAIN_ABS)
+    counters = counters_equal(ours, theirs)
     cohort_losses = load_file(path("trained.safetensors.loss"))["loss"].tolist()
     dl = max(abs(c - t) / abs(t) for c, t in zip(cohort_losses, losses))
     print(f"train: {steps} SGD steps, losses cohort {['%.6f' % v for v in cohort_losses]} torch "

@@ -4,7 +4,7 @@
 //   onnx_export MODEL OUT_DIR [BATCH]
 //       MODEL: A, B, C, D, resnet20, or mixed (the other layer kinds: GELU, SiLU, LeakyReLU,
 //       AvgPool2d, BatchNorm1d, padded MaxPool2d, a Bottleneck block, a block inside a branch), or
-//       efficient (DepthwiseConv2d, ReLU6, Hardswish, Hardsigmoid, Tanh, Sigmoid).
+//       efficient (grouped and depthwise convolutions, ReLU6, Hardswish, Hardsigmoid, Tanh, Sigmoid).
 //       Builds Network<MODEL>(seed 11), takes one SGD step on a deterministic batch, then (models
 //       with BatchNorm) 20 more training-mode forward passes, so that the running statistics are
 //       those of the data rather than their defaults (which after one step would shrink every
@@ -37,14 +37,15 @@ using Mixed = Sequential<Input<3, 16, 16>,                                      
                          AvgPool2d<2>, Flatten, Linear<64, 32>, BatchNorm1d<32, 1e-3f, 0.5f>, SiLU, // 10..14
                          Dropout<0.5f>, Linear<32, 10>, LeakyReLU<>, LogSoftmax>;                   // 15..18
 
-// The efficient networks' layers (issue 37): depthwise convolutions (Conv with group) and ReLU6
-// (Clip), Hardswish, Hardsigmoid, Tanh and Sigmoid, each activation after a convolution or Linear
-// so that it sees both signs and its clamps.
-using Efficient = Sequential<Input<3, 16, 16>,                                                                   //
-                             Conv2d<3, 8, 3, 1, 1>, BatchNorm2d<8>, ReLU6,                                       // 0..2
-                             Conv2d<8, 8, 3, 2, 1, false>, BatchNorm2d<8>, Hardswish,                            // 3..5
-                             DepthwiseConv2d<8, 3, 1, 1>, Hardsigmoid, DepthwiseConv2d<8, 5, 2, 2, false>, Tanh, // 6..9
-                             AvgPool2d<2>, Flatten, Linear<32, 10>, Sigmoid>; // 10..13
+// The efficient networks' layers (issue 37): grouped and depthwise convolutions (Conv with group)
+// and ReLU6 (Clip), Hardswish, Hardsigmoid, Tanh and Sigmoid, each activation after a convolution
+// or Linear so that it sees both signs and its clamps.
+using Efficient =
+    Sequential<Input<3, 16, 16>,                                                                   //
+               Conv2d<3, 8, 3, 1, 1>, BatchNorm2d<8>, ReLU6,                                       // 0..2
+               Conv2d<8, 8, 3, 2, 1, Groups{2}, false>, BatchNorm2d<8>, Hardswish,                 // 3..5
+               DepthwiseConv2d<8, 3, 1, 1>, Hardsigmoid, DepthwiseConv2d<8, 5, 2, 2, false>, Tanh, // 6..9
+               Conv2d<8, 8, 1, 1, 0, Groups{4}>, AvgPool2d<2>, Flatten, Linear<32, 10>, Sigmoid>;  // 10..14
 
 // A deterministic batch with values of both signs, about unit scale.
 std::vector<float> batch_of(std::size_t n, std::size_t size, std::uint64_t salt) {

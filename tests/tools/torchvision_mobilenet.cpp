@@ -18,13 +18,14 @@
 //       output of X (N x 8 x 10 x 10) to OUT ("y"), the network exported to OUT.onnx
 
 #include <cstdio>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include <cohort/cohort.hpp>
 #include <cohort/io/onnx.hpp>
 #include <cohort/models/mobilenet_v2.hpp>
+
+#include "support/torchvision_reference.hpp"
 
 using namespace cohort;
 
@@ -36,47 +37,18 @@ struct SmallWithoutDropout : models::SmallMobileNetV2Config<> {
 };
 
 template <class Net>
-std::unique_ptr<Network<Net>> loaded(const char* weights) {
-  auto net = std::make_unique<Network<Net>>();
-  load_weights(weights, net->parameters(), {.rename = models::mobilenet_v2_names<Net>()});
-  return net;
-}
-
-template <class Net>
 int logits(char** argv) {
-  using In = typename Net::input_shape;
-  const auto x = SafetensorsFile::read(argv[3]).values<float>("x");
-  auto net = loaded<Net>(argv[2]);
-  net->eval();
-  const auto y = net->forward(ConstBatchView<In, float>(x.data(), x.size() / In::size));
-  SafetensorsWriter w;
-  w.add<float>("y", {y.batch(), Net::output_shape::size}, y.span());
-  w.write(argv[4]);
+  test::write_eval_output(*test::loaded_network<Net>(argv[2], models::mobilenet_v2_names<Net>()), argv[3], argv[4]);
   return 0;
 }
 
 int train(char** argv) {
   using Net = models::MobileNetV2Of<SmallWithoutDropout>;
-  using In = Net::input_shape;
   const auto xf = SafetensorsFile::read(argv[3]).values<float>("x");
   const std::vector<double> x(xf.begin(), xf.end());
-  const auto l = SafetensorsFile::read(argv[4]).values<std::int64_t>("labels");
-  const std::vector<std::int32_t> labels(l.begin(), l.end());
-  const std::size_t steps = std::stoul(argv[5]);
-  auto net = std::make_unique<Network<Net, double>>();
-  load_weights(argv[2], net->parameters(), {.rename = models::mobilenet_v2_names<Net>()});
-  Sgd<double> opt({.lr = 0.01, .momentum = 0.9, .weight_decay = 4e-5});
-  CrossEntropyLoss<double> ce;
-  std::vector<double> losses;
-  for (std::size_t s = 0; s < steps; ++s) {
-    losses.push_back(ce.forward(net->forward(ConstBatchView<In, double>(x.data(), labels.size())), labels));
-    net->backward(ce.backward());
-    opt.step(*net);
-  }
-  save_weights(argv[6], net->parameters(), inverted(models::mobilenet_v2_names<Net>()));
-  SafetensorsWriter w;
-  w.add<double>("loss", {losses.size()}, losses);
-  w.write(std::string(argv[6]) + ".loss");
+  auto net = test::loaded_network<Net, double>(argv[2], models::mobilenet_v2_names<Net>());
+  test::train_and_save(*net, x, test::labels_of(argv[4]), std::stoul(argv[5]),
+                       {.lr = 0.01, .momentum = 0.9, .weight_decay = 4e-5}, models::mobilenet_v2_names<Net>(), argv[6]);
   return 0;
 }
 
@@ -102,8 +74,8 @@ int se(char** argv) {
 }
 
 int onnx(char** argv) {
-  auto net = loaded<models::MobileNetV2Small<>>(argv[2]);
-  export_onnx(*net, argv[3]);
+  using Net = models::MobileNetV2Small<>;
+  export_onnx(*test::loaded_network<Net>(argv[2], models::mobilenet_v2_names<Net>()), argv[3]);
   return 0;
 }
 

@@ -29,48 +29,27 @@
 #include <cohort/io/onnx.hpp>
 #include <cohort/models/torchvision_resnet.hpp>
 
+#include "support/torchvision_reference.hpp"
+
 using namespace cohort;
 
 namespace {
 using In = Shape<3, 224, 224>;
 
-std::vector<std::int32_t> labels_of(const std::string& path) {
-  const auto l = SafetensorsFile::read(path).values<std::int64_t>("labels");
-  return {l.begin(), l.end()};
-}
+using test::labels_of;
 
 template <class Net>
 int logits(char** argv) {
-  const auto x = SafetensorsFile::read(argv[3]).values<float>("x");
-  auto net = std::make_unique<Network<Net>>();
-  load_weights(argv[2], net->parameters(), {.rename = models::torchvision_names<Net>()});
-  net->eval();
-  const auto y = net->forward(ConstBatchView<In, float>(x.data(), x.size() / In::size));
-  SafetensorsWriter w;
-  w.add<float>("y", {y.batch(), Net::output_shape::size}, y.span());
-  w.write(argv[4]);
+  test::write_eval_output(*test::loaded_network<Net>(argv[2], models::torchvision_names<Net>()), argv[3], argv[4]);
   return 0;
 }
 
 int train(char** argv) {
   using Net = models::ResNet18<>;
   const auto x = SafetensorsFile::read(argv[3]).values<float>("x");
-  const auto labels = labels_of(argv[4]);
-  const std::size_t steps = std::stoul(argv[5]);
-  auto net = std::make_unique<Network<Net>>();
-  load_weights(argv[2], net->parameters(), {.rename = models::torchvision_names<Net>()});
-  Sgd opt({.lr = 0.001, .momentum = 0.9, .weight_decay = 1e-4});
-  CrossEntropyLoss ce;
-  std::vector<float> losses;
-  for (std::size_t s = 0; s < steps; ++s) {
-    losses.push_back(float(ce.forward(net->forward(ConstBatchView<In, float>(x.data(), labels.size())), labels)));
-    net->backward(ce.backward());
-    opt.step(*net);
-  }
-  save_weights(argv[6], net->parameters(), inverted(models::torchvision_names<Net>()));
-  SafetensorsWriter w;
-  w.add<float>("loss", {losses.size()}, losses);
-  w.write(std::string(argv[6]) + ".loss");
+  auto net = test::loaded_network<Net>(argv[2], models::torchvision_names<Net>());
+  test::train_and_save(*net, x, labels_of(argv[4]), std::stoul(argv[5]),
+                       {.lr = 0.001, .momentum = 0.9, .weight_decay = 1e-4}, models::torchvision_names<Net>(), argv[6]);
   return 0;
 }
 

@@ -106,4 +106,16 @@ struct BatchNormReluPoolBackwardArgs {
   bool accumulate = false;
 };
 
+/// ElementwiseKernels::copy_channels: a block of `channels` consecutive channels of every sample,
+/// from (batch, src_channels, plane) at channel src_first to (batch, dst_channels, plane) at
+/// dst_first: one group of a grouped convolution gathered or scattered, a branch of a channel
+/// concatenation.
+struct ChannelCopy {
+  std::size_t batch = 0;
+  std::size_t plane = 0;    // elements per channel (H * W)
+  std::size_t channels = 0; // the block's width
+  std::size_t src_channels = 0, src_first = 0;
+  std::size_t dst_channels = 0, dst_first = 0;
+};
+
 } // namespace cohort::ops

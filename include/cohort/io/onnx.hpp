@@ -20,7 +20,7 @@
 /// written (inference does not use it). The layers map to operators as torch.onnx.export maps
 /// them:
 ///
-///     Conv2d            Conv (kernel_shape, strides, pads; bias input only with Bias = true)
+///     Conv2d            Conv (kernel_shape, strides, pads, group; bias input only with a bias)
 ///     DepthwiseConv2d   Conv (group = Channels)
 ///     BatchNorm2d/1d    BatchNormalization (epsilon = Eps, momentum = 1 - Momentum)
 ///     ReLU / LeakyReLU  Relu / LeakyRelu (alpha = NegativeSlope)

@@ -10,12 +10,11 @@
 /// initialised as torch initialises that convolution (fan_in = K * K). Its kernels are memory
 /// bound (K * K multiply-adds per element read): ops::DepthwiseConv2dKernels, not Conv2d's.
 
-#include <array>
 #include <cstddef>
 #include <string>
 #include <string_view>
 
-#include "cohort/backend/ops.hpp"
+#include "cohort/layers/detail/depthwise_conv2d_bound.hpp"
 #include "cohort/layers/layer.hpp"
 
 namespace cohort {
@@ -40,57 +39,21 @@ struct DepthwiseConv2d {
   template <class In>
   static constexpr bool accepts = ImageShape<In>&& detail::extent_or_zero<In, 0>() == Channels;
 
+ private:
   template <class In>
-  struct bind : NoTensors {
-    static constexpr std::size_t in_h = In::extents[1], in_w = In::extents[2];
-    static_assert(Kernel <= in_h + 2 * Padding && Kernel <= in_w + 2 * Padding,
+  static constexpr bool fits_image = (Kernel <= In::extents[1] + 2 * Padding) &&
+                                     (Kernel <= In::extents[2] + 2 * Padding);
+
+ public:
+  template <class In>
+  struct bind : detail::depthwise_conv2d_bound<
+                    DepthwiseConv2d, In,
+                    // A kernel that does not fit falls back to a 1x1 geometry: only the assertion below is reported.
+                    Pool2dGeometry<Channels, fits_image<In> ? In::extents[1] : 1, fits_image<In> ? In::extents[2] : 1,
+                                   fits_image<In> ? Kernel : 1, Stride, fits_image<In> ? Padding : 0>,
+                    Bias> {
+    static_assert(fits_image<In>,
                   "DepthwiseConv2d: Kernel is larger than the padded input image (the input shape is In in the note)");
-    static constexpr bool fits = Kernel <= in_h + 2 * Padding && Kernel <= in_w + 2 * Padding;
-
-    using layer = DepthwiseConv2d;
-    using input_shape = In;
-    // A kernel that does not fit falls back to a 1x1 geometry: only the assertion above is reported.
-    using geometry =
-        Pool2dGeometry<Channels, fits ? in_h : 1, fits ? in_w : 1, fits ? Kernel : 1, Stride, fits ? Padding : 0>;
-    using output_shape = Shape<Channels, geometry::out_h, geometry::out_w>;
-
-    static constexpr std::size_t fan_in = Kernel * Kernel; // torch: weight.size(1) * K * K, size(1) = 1
-    static constexpr TensorSpec weight_spec{"weight", 4, {Channels, 1, Kernel, Kernel}, Init::uniform_fan_in, fan_in};
-    static constexpr auto parameters = [] {
-      if constexpr (Bias)
-        return std::array<TensorSpec, 2>{{weight_spec, {"bias", 1, {Channels}, Init::uniform_fan_in, fan_in}}};
-      else
-        return std::array<TensorSpec, 1>{{weight_spec}};
-    }();
-    static constexpr auto offsets = packed_offsets(parameters);
-    template <class P>
-    static P* bias(P* slice) {
-      if constexpr (Bias)
-        return slice + offsets[1];
-      else
-        return nullptr;
-    }
-
-    template <class Backend, class T>
-    using state = NoState;
-
-    template <class Backend, class T>
-    static void forward(const ForwardArgs<Backend, T>& a, NoState&) {
-      ops::DepthwiseConv2dKernels<Backend>::template forward<geometry>(a.ctx, a.x, a.params + offsets[0],
-                                                                       bias(a.params), a.y, a.batch);
-    }
-    template <class Backend, class T>
-    static void backward(const BackwardArgs<Backend, T>& a, NoState&) {
-      ops::DepthwiseConv2dKernels<Backend>::template backward<geometry>(
-          a.ctx, ops::Conv2dBackwardArgs<T>{.x = a.x,
-                                            .w = a.params + offsets[0],
-                                            .dy = a.dy,
-                                            .dx = a.dx,
-                                            .dw = a.grads + offsets[0],
-                                            .db = bias(a.grads),
-                                            .batch = a.batch,
-                                            .accumulate = a.accumulate});
-    }
   };
 };
 

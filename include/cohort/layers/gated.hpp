@@ -74,8 +74,7 @@ struct bound_gated {
   /// Values per sample the gate keeps for backward (Network::activation_bytes).
   static constexpr std::size_t inner_activations = activation_count<typename gate_chain::layers>::value;
 
-  using names = branch_tensors<gate_chain, void, TensorKind::parameter, gate_branch_names>;
-  static constexpr auto parameters = names::specs;
+  static constexpr auto parameters = branch_tensors<gate_chain, void, TensorKind::parameter, gate_branch_names>::specs;
   static constexpr auto buffers = branch_tensors<gate_chain, void, TensorKind::buffer, gate_branch_names>::specs;
   static constexpr auto counters = branch_tensors<gate_chain, void, TensorKind::counter, gate_branch_names>::specs;
 
@@ -84,11 +83,7 @@ struct bound_gated {
     const auto params = packed_offsets(parameters);
     const auto bufs = packed_offsets(buffers);
     std::size_t p = 0, b = 0;
-    for (const LayoutEntry& e : gate_chain::layout.entries) {
-      if (e.kind == TensorKind::parameter && params[p++] != e.offset) return false;
-      if (e.kind == TensorKind::buffer && bufs[b++] != e.offset) return false;
-    }
-    return true;
+    return chain_tensors_in_place<gate_chain>(params, bufs, p, b);
   }();
   static_assert(same_layout, "Gated: internal error: the block's tensors are not where its gate looks");
 

@@ -84,6 +84,20 @@ constexpr std::size_t count_of(TensorKind kind) {
   for (const LayoutEntry& e : C::layout.entries) n += e.kind == kind;
   return n;
 }
+/// Whether a block's tensors, whose packed offsets in the block's slices are `params` and `bufs`,
+/// lie from ordinals p and b on where chain C's own layout puts them, shifted by the bases; p and
+/// b move past C's tensors. (Network's packing should put them there; Residual and Gated check
+/// it rather than trust it.)
+template <class C, class ParamOffsets, class BufferOffsets>
+constexpr bool chain_tensors_in_place(const ParamOffsets& params, const BufferOffsets& bufs, std::size_t& p,
+                                      std::size_t& b, std::size_t param_base = 0, std::size_t buffer_base = 0) {
+  for (const LayoutEntry& e : C::layout.entries) {
+    if (e.kind == TensorKind::parameter && params[p++] != param_base + e.offset) return false;
+    if (e.kind == TensorKind::buffer && bufs[b++] != buffer_base + e.offset) return false;
+  }
+  return true;
+}
+
 /// A residual block's branch names in tensor names ("body.0.weight", "shortcut.1.bias").
 struct residual_branch_names {
   static constexpr std::string_view first = "body", second = "shortcut";
@@ -214,15 +228,10 @@ struct bound_residual<Block, Where, I, In, Branch<BodyLayers...>, Shortcut> {
     const auto params = packed_offsets(parameters);
     const auto bufs = packed_offsets(buffers);
     std::size_t p = 0, b = 0;
-    for (const LayoutEntry& e : body_chain::layout.entries) {
-      if (e.kind == TensorKind::parameter && params[p++] != e.offset) return false;
-      if (e.kind == TensorKind::buffer && bufs[b++] != e.offset) return false;
-    }
+    if (!chain_tensors_in_place<body_chain>(params, bufs, p, b)) return false;
     if constexpr (!identity)
-      for (const LayoutEntry& e : shortcut_chain::layout.entries) {
-        if (e.kind == TensorKind::parameter && params[p++] != body_chain::parameter_store_size + e.offset) return false;
-        if (e.kind == TensorKind::buffer && bufs[b++] != body_chain::buffer_store_size + e.offset) return false;
-      }
+      return chain_tensors_in_place<shortcut_chain>(params, bufs, p, b, body_chain::parameter_store_size,
+                                                    body_chain::buffer_store_size);
     return true;
   }();
   static_assert(same_layout, "Residual: internal error: the block's tensors are not where its branches look");

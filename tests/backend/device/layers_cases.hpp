@@ -70,6 +70,12 @@ TEST_CASE("device layers: DepthwiseConv2d matches PyTorch's Conv2d(groups=C)") {
   check_layer_fixture_on<Dev, DepthwiseConv2d<6, 3, 2, 1, false>, Shape<6, 9, 8>>("layer_depthwise_k3s2p1_nobias");
   check_layer_fixture_on<Dev, DepthwiseConv2d<3, 5, 1, 2>, Shape<3, 6, 7>>("layer_depthwise_k5p2");
 }
+TEST_CASE("device layers: Conv2d with groups matches PyTorch's Conv2d(groups=g)") {
+  check_layer_fixture_on<Dev, Conv2d<4, 6, 3, 1, 1, Groups{2}>, Shape<4, 7, 6>>("layer_conv2d_g2_k3p1");
+  check_layer_fixture_on<Dev, Conv2d<4, 8, 3, 2, 1, Groups{2}, false>, Shape<4, 9, 8>>("layer_conv2d_g2_k3s2p1_nobias");
+  check_layer_fixture_on<Dev, Conv2d<4, 8, 3, 1, 1, Groups{4}>, Shape<4, 6, 6>>("layer_conv2d_g4_multiplier");
+  check_layer_fixture_on<Dev, Conv2d<4, 4, 3, 2, 1, Groups{4}>, Shape<4, 7, 7>>("layer_conv2d_g4_depthwise");
+}
 TEST_CASE("device layers: Gated blocks (squeeze-and-excitation, in an inverted residual) match PyTorch") {
   check_layer_fixture_on<Dev, SqueezeExcitation<8, 3>, Shape<8, 5, 6>>("block_gated_se");
   using InvertedSE =

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// Conv2d on the CPU. Stride-1 layers run the direct kernel on wide planes (conv2d_direct.hpp),
+/// Conv2d on the CPU. Float 1x1 layers (stride 1, no padding) run as per-sample matrix products
+/// (conv2d_pointwise.hpp). Other stride-1 layers run the direct kernel on wide planes (conv2d_direct.hpp),
 /// for bfloat16 on bf16 dot-product hardware where the CPU has it (AMX tiles, conv2d_amx.hpp, or
 /// AVX512-BF16 vectors, conv2d_avx512_bf16.hpp: cpu::bf16_dot_engine()); strided layers run the same
 /// kernel on phase planes (conv2d_strided.hpp). The im2col + GEMM path is left for double and for
@@ -28,6 +29,7 @@
 
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/cpu/conv2d_path_im2col.hpp"
+#include "cohort/backend/cpu/conv2d_pointwise.hpp"
 #include "cohort/backend/ops.hpp"
 
 namespace cohort {
@@ -42,15 +44,19 @@ struct ops::Conv2dKernels<Cpu> : cpu::conv2d_paths::Im2colPath {
   static constexpr bool use_direct = (std::is_same_v<T, float> ||
                                       cpu::is_half_type<T>)&&(cpu::direct::applicable<G> ||
                                                               cpu::direct::strided_applicable<G>);
+  /// Float 1x1 convolutions (stride 1, no padding) run as per-sample matrix products instead
+  /// (conv2d_pointwise.hpp): no padded plane copies.
+  template <class G, class T>
+  static constexpr bool use_pointwise = std::is_same_v<T, float>&& cpu::pointwise::applicable<G>;
   /// A following ReLU can be applied inside the kernels (the executor then skips it).
   template <class G, class T>
-  static constexpr bool fuses_relu = use_direct<G, T>;
+  static constexpr bool fuses_relu = use_direct<G, T> || use_pointwise<G, T>;
   /// A following ReLU and then a 2x2, stride-2 max-pool (geometry PG) can run inside the
   /// kernels: the convolution's full-size output and gradient then never go to memory.
   template <class G, class PG, class T>
   static constexpr bool fuses_relu_pool =
-      use_direct<G, T>&& G::stride == 1 && PG::kernel == 2 && PG::stride == 2 && PG::padding == 0 &&
-      PG::channels == G::out_channels&& PG::in_h == G::out_h&& PG::in_w == G::out_w;
+      use_direct<G, T> && !use_pointwise<G, T> && G::stride == 1 && PG::kernel == 2 && PG::stride == 2 &&
+      PG::padding == 0 && PG::channels == G::out_channels && PG::in_h == G::out_h && PG::in_w == G::out_w;
 
   /// `relu`: write max(output, 0) (only when fuses_relu).
   template <class G, class T>
@@ -79,7 +85,9 @@ struct ops::Conv2dKernels<Cpu> : cpu::conv2d_paths::Im2colPath {
 template <class G, class T>
 void ops::Conv2dKernels<Cpu>::forward(CpuContext& ctx, const T* x, const T* w, const T* b, T* y, std::size_t batch,
                                       workspace<G, T>& ws, bool relu) {
-  if constexpr (use_direct<G, T>)
+  if constexpr (use_pointwise<G, T>)
+    cpu::pointwise::forward<G>(ctx, cpu::active_isa(), x, w, b, y, batch, relu);
+  else if constexpr (use_direct<G, T>)
     direct_forward<G>(ctx, x, w, b, y, batch, ws, relu);
   else if constexpr (cpu::is_half_type<T>)
     via_float_forward<G>(ctx, x, w, b, y, batch);
@@ -89,7 +97,16 @@ void ops::Conv2dKernels<Cpu>::forward(CpuContext& ctx, const T* x, const T* w, c
 
 template <class G, class T>
 void ops::Conv2dKernels<Cpu>::backward(CpuContext& ctx, const Conv2dBackwardArgs<T>& a, workspace<G, T>& ws) {
-  if constexpr (use_direct<G, T>)
+  if constexpr (use_pointwise<G, T>) {
+    const Isa isa = cpu::active_isa();
+    const float* dy = cpu::pointwise::masked_dy<G>(ctx, a.dy, a.relu_y, a.batch);
+    if (a.dx) cpu::pointwise::input_grad<G>(ctx, isa, a.w, dy, a.dx, a.batch);
+    if constexpr (cpu::pointwise::weight_grad_pays<G>)
+      cpu::pointwise::weight_grad<G>(ctx, isa, a.x, dy, a.dw, a.db, a.batch, a.accumulate);
+    else // (the direct path masks dY itself, into buffers of its own)
+      direct_backward<G>(ctx, a.x, a.w, cpu::direct::PlainDy<G, T>{a.dy, a.relu_y}, static_cast<T*>(nullptr), a.dw,
+                         a.db, a.batch, a.accumulate, ws);
+  } else if constexpr (use_direct<G, T>)
     direct_backward<G>(ctx, a.x, a.w, cpu::direct::PlainDy<G, T>{a.dy, a.relu_y}, a.dx, a.dw, a.db, a.batch,
                        a.accumulate, ws);
   else if constexpr (cpu::is_half_type<T>)

@@ -30,6 +30,18 @@ struct ops::ElementwiseKernels<Cpu> {
     ctx.threads().parallel_for(n, grain, [x, y](std::size_t lo, std::size_t hi) { std::copy(x + lo, x + hi, y + lo); });
   }
 
+  /// A block of channels of every sample, per sample one contiguous run (ChannelCopy).
+  template <class T>
+  static void copy_channels(CpuContext& ctx, const T* src, T* dst, const ChannelCopy& c) {
+    const std::size_t run = c.channels * c.plane;
+    ctx.threads().parallel_for(c.batch, grain / run + 1, [src, dst, c, run](std::size_t lo, std::size_t hi) {
+      for (std::size_t n = lo; n < hi; ++n) {
+        const T* from = src + (n * c.src_channels + c.src_first) * c.plane;
+        std::copy(from, from + run, dst + (n * c.dst_channels + c.dst_first) * c.plane);
+      }
+    });
+  }
+
   template <class T>
   static void relu_forward(CpuContext& ctx, const T* x, T* y, std::size_t n) {
     ctx.threads().parallel_for(n, grain, [x, y](std::size_t lo, std::size_t hi) {

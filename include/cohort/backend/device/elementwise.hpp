@@ -71,6 +71,17 @@ struct MaskMultiply {
     y[i] = T(A(x[i]) * mask[i / unit_size]);
   }
 };
+/// Element i of the copied block (ops::ChannelCopy): sample i / run, offset i % run in it.
+template <class T>
+struct CopyChannels {
+  const T* src;
+  T* dst;
+  ops::ChannelCopy c;
+  COHORT_HOST_DEVICE void operator()(std::size_t i) const {
+    const std::size_t run = c.channels * c.plane, n = i / run, r = i % run;
+    dst[(n * c.dst_channels + c.dst_first) * c.plane + r] = src[(n * c.src_channels + c.src_first) * c.plane + r];
+  }
+};
 /// y[i] = x[i] * g[i / unit_size]: layers/gated.hpp's gate, broadcast over each plane.
 template <class T>
 struct ScaleUnits {
@@ -224,6 +235,11 @@ struct ElementwiseKernels {
   /// that reduces the same gradients the same way.
   static double sum_of_squares(context& ctx, const float* g, std::size_t n) {
     return thrust::transform_reduce(ctx.policy(), g, g + n, detail::SquareAsDouble{}, 0.0, thrust::plus<double>{});
+  }
+
+  template <class T>
+  static void copy_channels(context& ctx, const T* src, T* dst, const ops::ChannelCopy& c) {
+    for_each_index(ctx.policy(), c.batch * c.channels * c.plane, detail::CopyChannels<T>{src, dst, c});
   }
 
   template <class T>

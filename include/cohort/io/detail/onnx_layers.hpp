@@ -47,7 +47,7 @@ struct onnx_layer {
 inline std::vector<std::int64_t> onnx_pair(std::size_t v) { return {std::int64_t(v), std::int64_t(v)}; }
 inline std::vector<std::int64_t> onnx_pads(std::size_t p) { return std::vector<std::int64_t>(4, std::int64_t(p)); }
 
-/// A square Conv of `Groups` groups (1: Conv2d; the channel count: DepthwiseConv2d, as torch.onnx
+/// A square Conv of `Groups` groups (Conv2d's groups; the channel count: DepthwiseConv2d, as torch.onnx
 /// writes Conv2d(C, C, groups=C)); the bias input only with Bias.
 template <std::size_t K, std::size_t S, std::size_t P, bool Bias, std::size_t Groups>
 struct onnx_conv {
@@ -63,8 +63,10 @@ struct onnx_conv {
                    A::integers("strides", onnx_pair(S))});
   }
 };
-template <std::size_t In, std::size_t Out, std::size_t K, std::size_t S, std::size_t P, bool Bias>
-struct onnx_layer<Conv2d<In, Out, K, S, P, Bias>> : onnx_conv<K, S, P, Bias, 1> {};
+template <std::size_t In, std::size_t Out, std::size_t K, std::size_t S, std::size_t P, auto... Options>
+struct onnx_layer<Conv2d<In, Out, K, S, P, Options...>>
+    : onnx_conv<K, S, P, Conv2d<In, Out, K, S, P, Options...>::has_bias, Conv2d<In, Out, K, S, P, Options...>::groups> {
+};
 template <std::size_t C, std::size_t K, std::size_t S, std::size_t P, bool Bias>
 struct onnx_layer<DepthwiseConv2d<C, K, S, P, Bias>> : onnx_conv<K, S, P, Bias, C> {};
 
