@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "support/layer_harness.hpp"
+#include "support/thread_independence.hpp"
 
 using namespace cohort;
 using namespace cohort::test;
@@ -59,19 +60,8 @@ TEST_CASE("Conv2d groups: groups = channels is DepthwiseConv2d, bit for bit") {
     std::copy(from.begin(), from.end(), to.begin());
   }
   constexpr std::size_t batch = 3;
-  std::vector<float> x(batch * In::size), dy(batch * 6 * 5 * 4);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = float((i * 37) % 101) / 50.f - 1.f;
-  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = float((i * 53) % 89) / 44.f - 1.f;
-  const auto run = [&](auto& net) {
-    const auto y = net.forward(ConstBatchView<In, float>(x.data(), batch));
-    std::vector<float> out(y.data(), y.data() + y.size());
-    using Out = typename std::remove_reference_t<decltype(net)>::output_shape;
-    const auto dx = net.backward(ConstBatchView<Out, float>(dy.data(), batch), {.input_grad = true});
-    out.insert(out.end(), dx.data(), dx.data() + dx.size());
-    out.insert(out.end(), net.gradients().values.begin(), net.gradients().values.end());
-    return out;
-  };
-  CHECK(run(conv) == run(depthwise));
+  const auto x = pattern(batch * In::size, 37, 101), dy = pattern(batch * 6 * 5 * 4, 53, 89);
+  CHECK(pass_values(conv, x, dy, batch) == pass_values(depthwise, x, dy, batch));
 }
 
 TEST_CASE("Conv2d groups: each group is the dense convolution of its channels") {
@@ -109,27 +99,5 @@ TEST_CASE("Conv2d groups: each group is the dense convolution of its channels") 
 }
 
 TEST_CASE("Conv2d groups: 1, 2 and 3 threads give bitwise the same output and gradients") {
-  using In = Shape<8, 9, 9>;
-  using Net = single_layer_net<In, Conv2d<8, 16, 3, 1, 1, Groups{4}>>;
-  constexpr std::size_t batch = 6;
-  std::vector<float> x(batch * In::size), dy(batch * 16 * 81);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = float((i * 37) % 101) / 50.f - 1.f;
-  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = float((i * 53) % 89) / 44.f - 1.f;
-  std::vector<float> first;
-  for (std::size_t threads : {1, 2, 3}) {
-    CAPTURE(threads);
-    set_num_threads(threads);
-    REQUIRE(num_threads() == threads);
-    Network<Net> net(5);
-    const auto y = net.forward(ConstBatchView<In, float>(x.data(), batch));
-    std::vector<float> out(y.data(), y.data() + y.size());
-    const auto dx = net.backward(ConstBatchView<Shape<16, 9, 9>, float>(dy.data(), batch), {.input_grad = true});
-    out.insert(out.end(), dx.data(), dx.data() + dx.size());
-    out.insert(out.end(), net.gradients().values.begin(), net.gradients().values.end());
-    if (first.empty())
-      first = out;
-    else
-      CHECK(out == first);
-  }
-  set_num_threads(1);
+  check_same_bits_on_1_2_3_threads<single_layer_net<Shape<8, 9, 9>, Conv2d<8, 16, 3, 1, 1, Groups{4}>>>(6, 5);
 }

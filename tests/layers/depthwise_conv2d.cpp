@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "support/layer_harness.hpp"
+#include "support/thread_independence.hpp"
 
 using namespace cohort;
 using namespace cohort::test;
@@ -27,29 +28,5 @@ TEST_CASE("DepthwiseConv2d: gradients match finite differences (padding, stride 
   gradcheck_layer<DepthwiseConv2d<2, 5, 1, 2>, Shape<2, 4, 5>>(2, Mode::train);
 }
 TEST_CASE("DepthwiseConv2d: 1, 2 and 3 threads give bitwise the same output and gradients") {
-  using In = Shape<8, 9, 9>;
-  using Net = single_layer_net<In, DepthwiseConv2d<8, 3, 1, 1>>;
-  constexpr std::size_t batch = 6;
-  std::vector<float> x(batch * In::size), dy(batch * In::size);
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    x[i] = float((i * 37) % 101) / 50.f - 1.f;
-    dy[i] = float((i * 53) % 89) / 44.f - 1.f;
-  }
-  std::vector<float> first;
-  for (std::size_t threads : {1, 2, 3}) {
-    CAPTURE(threads);
-    set_num_threads(threads);
-    REQUIRE(num_threads() == threads);
-    Network<Net> net(5);
-    const auto y = net.forward(ConstBatchView<In, float>(x.data(), batch));
-    std::vector<float> out(y.data(), y.data() + y.size());
-    const auto dx = net.backward(ConstBatchView<In, float>(dy.data(), batch), {.input_grad = true});
-    out.insert(out.end(), dx.data(), dx.data() + dx.size());
-    out.insert(out.end(), net.gradients().values.begin(), net.gradients().values.end());
-    if (first.empty())
-      first = out;
-    else
-      CHECK(out == first);
-  }
-  set_num_threads(1);
+  check_same_bits_on_1_2_3_threads<single_layer_net<Shape<8, 9, 9>, DepthwiseConv2d<8, 3, 1, 1>>>(6, 5);
 }
