@@ -17,12 +17,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "cohort/core/error.hpp"
+#include "cohort/core/function_ref.hpp"
 
 namespace cohort {
 
@@ -64,11 +64,11 @@ class ThreadPool {
       return;
     }
     const std::size_t per = (n + chunks - 1) / chunks;
-    const std::function<void(std::size_t)> task = [&](std::size_t c) {
+    const auto task = [&](std::size_t c) {
       const std::size_t lo = c * per, hi = std::min(n, lo + per);
       if (lo < hi) fn(lo, hi);
     };
-    run(chunks, task);
+    run(chunks, Task(task));
   }
 
  private:
@@ -92,7 +92,11 @@ class ThreadPool {
 #endif
   }
 
-  void run(std::size_t tasks, const std::function<void(std::size_t)>& task) {
+  // What a round's workers call: a reference to parallel_for's lambda, which outlives the round
+  // (run returns only when every task is done). Not std::function: core/function_ref.hpp.
+  using Task = detail::FunctionRef<void(std::size_t)>;
+
+  void run(std::size_t tasks, const Task& task) {
     task_.store(&task, std::memory_order_relaxed);
     pending_.store(tasks, std::memory_order_relaxed);
     {
@@ -169,7 +173,7 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  std::atomic<const std::function<void(std::size_t)>*> task_{nullptr};
+  std::atomic<const Task*> task_{nullptr};
   std::atomic<std::size_t> pending_{0};
   std::atomic<std::uint64_t> ticket_{0}, generation_{0};
   std::atomic<int> sleeping_{0};

@@ -15,10 +15,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "cohort/core/function_ref.hpp"
 
 namespace cohort::detail {
 
@@ -44,7 +45,7 @@ class ReplicaThreads {
   /// returned, rethrowing the exception of the lowest replica that threw.
   template <class F>
   void run(F&& f) {
-    const std::function<void(std::size_t)> job = [&f](std::size_t r) { f(r); };
+    const Job job(f);
     {
       std::lock_guard<std::mutex> g(mutex_);
       job_ = &job;
@@ -89,7 +90,10 @@ class ReplicaThreads {
 
   std::mutex mutex_;
   std::condition_variable start_, done_;
-  const std::function<void(std::size_t)>* job_ = nullptr;
+  // A reference to run's callable, which outlives the round (core/function_ref.hpp: not
+  // std::function, which instantiated an invoker and a manager per callable).
+  using Job = FunctionRef<void(std::size_t)>;
+  const Job* job_ = nullptr;
   std::uint64_t generation_ = 0;
   std::size_t pending_ = 0;
   bool stopping_ = false;
