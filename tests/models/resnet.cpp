@@ -161,7 +161,11 @@ double resnet_accuracy() {
 TEST_CASE("ResNet-20 learns under SingleDevice, ThreadedReplicas, and fp16 and bf16 mixed precision") {
   // The toy bands are learnt to 100% by every policy in 2 epochs of 15 steps; measured 100%.
   CHECK(resnet_accuracy<SingleDevice<>>() > 95.0);
-  CHECK(resnet_accuracy<ThreadedReplicas<2>>() > 95.0);
+  // ThreadedReplicas runs SingleDevice's kernels on each replica. The ISA re-runs (COHORT_ISA set)
+  // keep the three runs whose kernels differ per instruction set; ThreadedReplicas is checked by
+  // the native run here and on every path by the replica cases (bitwise 1/2/4 replicas). Its run
+  // was 15 of the baseline re-run's 61 s (issue 32).
+  if (!cpu::isa_request().set) CHECK(resnet_accuracy<ThreadedReplicas<2>>() > 95.0);
   CHECK(resnet_accuracy<SingleDevice<>, MixedPrecision<fp16>>() > 95.0);
   CHECK(resnet_accuracy<SingleDevice<>, MixedPrecision<bf16>>() > 95.0);
 }
