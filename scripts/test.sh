@@ -21,7 +21,8 @@ groups=(cpu device_omp mpi packaging format asan tsan fuzz)
 # The device example (train_on_device_omp), which only its output check runs here, at -O1
 # (COHORT_EXAMPLES_CHECK_ONLY).
 # GCC's garbage collector only above 4 GB per unit (COHORT_COMPILER_LARGE_HEAP): 10-13% less
-# compiler time, the same objects; two jobs stay far below this machine's memory.
+# compiler time for a unit measured alone, the same objects (a cold run showed less: RESULTS.md,
+# "Compile time"); the largest unit took 2.6 GB.
 # The tree is built at -O2, not the Release default -O3, everywhere (kernel library, tests,
 # examples: one level in every program): 20% less compiler time per unit (issue 32: residual.cpp
 # 52.7 -> 42.5 s, cpu_kernels_4 45.1 -> 35.6 s). GCC contracts a*b+c into FMA at -O2 as at -O3 and
