@@ -21,6 +21,7 @@
 #include "cohort/layers/avg_pool2d.hpp"
 #include "cohort/layers/batch_norm1d.hpp"
 #include "cohort/layers/batch_norm2d.hpp"
+#include "cohort/layers/concat.hpp"
 #include "cohort/layers/conv2d.hpp"
 #include "cohort/layers/depthwise_conv2d.hpp"
 #include "cohort/layers/dropout.hpp"
@@ -40,6 +41,7 @@
 #include "cohort/layers/silu.hpp"
 #include "cohort/layers/squeeze_excitation.hpp"
 #include "cohort/layers/tanh.hpp"
+#include "cohort/layers/upsample.hpp"
 
 #include "cohort/network/executor.hpp"
 #include "cohort/network/network.hpp"

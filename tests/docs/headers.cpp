@@ -20,11 +20,13 @@
 
 #include <cohort/cohort.hpp>
 #include <cohort/data/image_transforms.hpp>
+#include <cohort/loss/pixel_cross_entropy_loss.hpp>
 #include <cohort/models/fast_resnet.hpp>
 #include <cohort/models/mobilenet_v2.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
 #include <cohort/models/torchvision_resnet.hpp>
+#include <cohort/models/unet.hpp>
 #include <cohort/network/init.hpp>
 #include <cohort/network/predict.hpp>
 #include <cohort/optim/optimizer_variant.hpp>
@@ -32,7 +34,8 @@
 #include <cohort/parallel/device_assignment.hpp>
 #include <cohort/parallel/signature.hpp>
 #include <cohort/tensor/xtensor.hpp> // xtensor containers and views
-#if defined(COHORT_WITH_IMAGE)       // the image component (cohort::image): libpng, libjpeg
+#include <cohort/train/segmentation_metrics.hpp>
+#if defined(COHORT_WITH_IMAGE) // the image component (cohort::image): libpng, libjpeg
 #include <cohort/data/image_decode.hpp>
 #include <cohort/data/image_folder.hpp>
 #endif
@@ -162,6 +165,33 @@ using Net = Sequential<Input<32, 14, 14>, Conv2d<32, 32, 3, 1, 1, false>, BatchN
 static_assert(std::is_same_v<Net::output_shape, Shape<32, 14, 14>>);
 } // namespace example_layers_gated
 
+namespace example_layers_upsample {
+//! [layers/upsample]
+using Net = Sequential<Input<16, 7, 7>, Upsample<2>>;                                // -> Shape<16, 14, 14>
+using Smooth = Sequential<Input<16, 7, 7>, Upsample<2, UpsampleMode::bilinear>>;     // half-pixel centres
+using Corners = Sequential<Input<16, 7, 7>, Upsample<2, UpsampleMode::bilinear, true>>;
+//! [layers/upsample]
+static_assert(std::is_same_v<Net::output_shape, Shape<16, 14, 14>>);
+static_assert(std::is_same_v<Corners::output_shape, Shape<16, 14, 14>>);
+} // namespace example_layers_upsample
+
+namespace example_layers_concat {
+//! [layers/concat]
+using Level = Concat<Identity, Branch<MaxPool2d<2>, Conv2d<8, 16, 3, 1, 1>, ReLU, Upsample<2>>>;
+using Net = Sequential<Input<1, 28, 28>, Conv2d<1, 8, 3, 1, 1>, ReLU, Level,  // -> (8 + 16, 28, 28)
+                       Conv2d<24, 8, 3, 1, 1>>;
+//! [layers/concat]
+static_assert(std::is_same_v<Net::output_shape, Shape<8, 28, 28>>);
+} // namespace example_layers_concat
+
+namespace example_models_unet {
+//! [models/unet]
+using Net = cohort::models::UNet<cohort::Shape<1, 28, 28>, 11>;   // -> Shape<11, 28, 28>
+using Deeper = cohort::models::UNet<cohort::Shape<3, 64, 64>, 2, 32, 4>;
+//! [models/unet]
+static_assert(std::is_same_v<Net::output_shape, Shape<11, 28, 28>>);
+} // namespace example_models_unet
+
 namespace example_layers_squeeze_excitation {
 //! [layers/squeeze_excitation]
 using Net = Sequential<Input<32, 14, 14>, Conv2d<32, 32, 3, 1, 1, false>, BatchNorm2d<32>, ReLU,
@@ -202,6 +232,29 @@ using Net = Sequential<Input<16, 8, 8>, Conv2d<16, 16, 3, 1, 1, false>, BatchNor
   net.backward(ce.backward());
   //! [loss/cross_entropy_loss]
   (void)l;
+}
+
+[[maybe_unused]] void example_loss_pixel_cross_entropy_loss(Network<models::UNet<Shape<1, 28, 28>, 11>>& net,
+                                                             const xt::xtensor<float, 4>& x,
+                                                             const std::vector<std::int32_t>& masks) {
+  //! [loss/pixel_cross_entropy_loss]
+  cohort::PixelCrossEntropyLoss ce({.ignore_index = 255});   // e.g. VOC's border label
+  double l = ce.forward(net.forward(x), masks);             // masks: N * H * W class indices
+  net.backward(ce.backward());
+  //! [loss/pixel_cross_entropy_loss]
+  (void)l;
+}
+
+[[maybe_unused]] void example_train_segmentation_metrics(Network<models::UNet<Shape<1, 28, 28>, 11>>& net,
+                                                         const xt::xtensor<float, 4>& x,
+                                                         const std::vector<std::int32_t>& masks) {
+  //! [train/segmentation_metrics]
+  cohort::SegmentationMetrics m(11);                 // 11 classes
+  m.add(net.forward(x), masks);                      // any number of batches
+  double miou = m.mean_iou(), acc = m.pixel_accuracy();
+  //! [train/segmentation_metrics]
+  (void)miou;
+  (void)acc;
 }
 
 [[maybe_unused]] void example_loss_cross_entropy_options() {

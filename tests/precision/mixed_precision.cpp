@@ -208,6 +208,9 @@ TEST_CASE("MixedPrecision: the residual networks' layers in 16 bits are the floa
   check_layer<Sequential<Input<4, 8, 8>, Hardswish>>("Hardswish");
   check_layer<Sequential<Input<4, 8, 8>, Sigmoid>>("Sigmoid", 2);
   check_layer<Sequential<Input<4, 8, 8>, Tanh>>("Tanh", 2);
+  check_layer<Sequential<Input<4, 5, 6>, Upsample<2>>>("Upsample nearest");
+  check_layer<Sequential<Input<4, 5, 6>, Upsample<2, UpsampleMode::bilinear>>>("Upsample bilinear");
+  check_layer<Sequential<Input<4, 5, 6>, Upsample<3, UpsampleMode::bilinear, true>>>("Upsample bilinear, corners");
 }
 
 TEST_CASE("MixedPrecision: squeeze-and-excitation (Gated) in 16 bits agrees with float") {
@@ -215,6 +218,17 @@ TEST_CASE("MixedPrecision: squeeze-and-excitation (Gated) in 16 bits agrees with
   // as the models are, not as one kernel: measured output 7.5e-4 (half) and 4.5e-3 (bfloat16),
   // worst gradient tensor 0.015 (half).
   check_against_float<Sequential<Input<6, 7, 7>, SqueezeExcitation<6, 3>>>("squeeze-and-excitation", 3e-2, 2e-1);
+}
+
+TEST_CASE(
+    "MixedPrecision: a U-Net level (Concat of the identity and pool-conv-upsample) in 16 bits agrees with float") {
+  // As squeeze-and-excitation: several roundings in a row (convolution, BatchNorm, ReLU,
+  // upsampling, the concatenation's copies), compared as the models are. No bias before the BatchNorm (as
+  // in models::UNet): its gradient is zero analytically and 16-bit noise relative to itself.
+  check_against_float<
+      Sequential<Input<4, 8, 8>, Concat<Identity, Branch<MaxPool2d<2>, Conv2d<4, 6, 3, 1, 1, false>, BatchNorm2d<6>,
+                                                         ReLU, Upsample<2, UpsampleMode::bilinear>>>>>("U-Net level",
+                                                                                                       3e-2, 2e-1);
 }
 
 TEST_CASE("MixedPrecision: 16-bit models agree with float ones (models A-D, fused and unfused)") {

@@ -4,7 +4,12 @@ from them; torch_roundtrip.py sends weights both ways).
 
     Residual(body, shortcut=None)   cohort::Residual<Branch<...>, Identity | Branch<...>>:
                                     body(x) + shortcut(x); tensors "body.<i>.*", "shortcut.<i>.*"
+    Gated(gate)                     cohort::Gated<Branch<...>>: x * gate(x); tensors "gate.<i>.*"
+    Concat(first, second)           cohort::Concat<Identity | Branch<...>, Identity | Branch<...>>:
+                                    torch.cat([first(x), second(x)], 1); tensors "first.<i>.*",
+                                    "second.<i>.*" (none for an identity, given as None)
 """
+import torch
 import torch.nn as nn
 
 
@@ -32,6 +37,20 @@ class Gated(nn.Module):
 
     def forward(self, x):
         return x * self.gate(x)
+
+
+class Concat(nn.Module):
+    """torch.cat([first(x), second(x)], dim=1), a branch None for the identity (cohort's layers/concat.hpp)."""
+
+    def __init__(self, first=None, second=None):
+        super().__init__()
+        self.first = first
+        self.second = second
+
+    def forward(self, x):
+        a = x if self.first is None else self.first(x)
+        b = x if self.second is None else self.second(x)
+        return torch.cat([a, b], dim=1)
 
 
 def basic_block(c_in, c_out, stride=1):
@@ -102,3 +121,23 @@ def mobilenet_v2_small(channels=1, classes=10, dropout=0.2):
                                           activation_layer=nn.ReLU6)
     m.classifier[1] = nn.Linear(512, classes)
     return m
+
+
+def _double_conv(c_in, c_out):
+    return [nn.Conv2d(c_in, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(),
+            nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+
+
+def unet_level(c, depth):
+    """cohort::models::UNetLevel<c, depth>: Concat(identity, pool, 2 convs, [inner level, 2 convs], upsample)."""
+    layers = [nn.MaxPool2d(2)] + _double_conv(c, 2 * c)
+    if depth > 1:
+        layers += [unet_level(2 * c, depth - 1)] + _double_conv(6 * c, 2 * c)
+    layers.append(nn.Upsample(scale_factor=2, mode="bilinear"))
+    return Concat(None, nn.Sequential(*layers))
+
+
+def unet(in_channels, classes, width=16, depth=2):
+    """cohort::models::UNet<Shape<in_channels, H, W>, classes, width, depth>."""
+    return nn.Sequential(*_double_conv(in_channels, width), unet_level(width, depth),
+                         *_double_conv(3 * width, width), nn.Conv2d(width, classes, 1))

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from safetensors.numpy import save_file
 
 import cohort_mirror as cm
-from cohort_modules import Gated, Residual, basic_block, bottleneck, resnet20
+from cohort_modules import Concat, Gated, Residual, basic_block, bottleneck, resnet20, unet_level
 
 GENERATOR_VERSION = "1"
 
@@ -292,6 +292,80 @@ def make_blocks(out):
     layer_case(out, "block_inverted_residual_se", inverted, randn(g, 3, 4, 6, 6), 40,
                {"layer": "Residual<Branch<Conv2d<4,12,1,1,0,false>,...,SqueezeExcitation<12,4,ReLU,Hardsigmoid>,"
                          "Conv2d<12,4,1,1,0,false>,BatchNorm2d<4>>> (MobileNetV3's block)"}, set_state=random_module)
+
+
+def make_dense(out):
+    """Dense-prediction pieces (issue 38): Upsample's modes and Concat blocks, a U-Net level."""
+    g = rng(6)
+    for name, up, shape, seed in (
+            ("upsample_nearest_2", nn.Upsample(scale_factor=2, mode="nearest"), (3, 2, 5, 4), 41),
+            ("upsample_nearest_3", nn.Upsample(scale_factor=3, mode="nearest"), (2, 3, 3, 5), 42),
+            ("upsample_bilinear_2", nn.Upsample(scale_factor=2, mode="bilinear"), (3, 2, 5, 4), 43),
+            ("upsample_bilinear_3", nn.Upsample(scale_factor=3, mode="bilinear"), (2, 3, 4, 3), 44),
+            ("upsample_bilinear_2_align", nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
+             (3, 2, 5, 4), 45),
+            ("upsample_bilinear_3_align", nn.Upsample(scale_factor=3, mode="bilinear", align_corners=True),
+             (2, 3, 4, 3), 46),
+            ("upsample_bilinear_2_single_row", nn.Upsample(scale_factor=2, mode="bilinear"), (2, 2, 1, 3), 47),
+            ("upsample_bilinear_2_align_single_row",
+             nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True), (2, 2, 1, 3), 48)):
+        layer_case(out, name, up, randn(g, *shape), seed, {"layer": repr(up)})
+    both = Concat(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU()),
+                  nn.Sequential(nn.Conv2d(3, 2, 1, bias=False), nn.BatchNorm2d(2)))
+    layer_case(out, "block_concat_branches", both, randn(g, 3, 3, 5, 6), 49,
+               {"layer": "Concat<Branch<Conv2d<3,4,3,1,1>,ReLU>,Branch<Conv2d<3,2,1,1,0,false>,BatchNorm2d<2>>>"},
+               set_state=random_module)
+    skip = Concat(None, nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(4, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(),
+                                      nn.Upsample(scale_factor=2, mode="bilinear")))
+    layer_case(out, "block_concat_unet_level", skip, randn(g, 3, 4, 6, 8), 50,
+               {"layer": "Concat<Identity,Branch<MaxPool2d<2>,Conv2d<4,6,3,1,1>,BatchNorm2d<6>,ReLU,"
+                         "Upsample<2,bilinear>>>"}, set_state=random_module)
+    # Two levels: a Concat inside a Concat's branch (a 2-level U-Net's skips), first branch
+    # identity-free on the outside.
+    inner = Concat(None, nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(),
+                                       nn.Upsample(scale_factor=2)))
+    nested = Concat(nn.Sequential(nn.Conv2d(2, 3, 1)),
+                    nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(2, 4, 3, padding=1), nn.ReLU(), inner,
+                                  nn.Conv2d(8, 3, 3, padding=1), nn.Upsample(scale_factor=2, mode="bilinear",
+                                                                              align_corners=True)))
+    layer_case(out, "block_concat_nested", nested, randn(g, 2, 2, 8, 8), 51,
+               {"layer": "Concat<Branch<Conv2d<2,3,1>>,Branch<MaxPool2d<2>,...,Concat<Identity,...>,...>>"},
+               set_state=random_module)
+    # Per-pixel cross-entropy (torch.nn.CrossEntropyLoss on (N, C, H, W) and (N, H, W)): plain,
+    # with ignored pixels, and with class weights and label smoothing together.
+    g2 = rng(7)
+    x = randn(g2, 2, 4, 3, 5, scale=2.0)
+    labels = g2.integers(0, 4, size=(2, 3, 5)).astype(np.int32)
+    ignored = labels.copy()
+    ignored[0, 1, 2] = ignored[1, 0, :] = 255
+    weights = np.array([0.5, 2.0, 1.0, 0.25], dtype=np.float32)
+    for name, target, kwargs in (("loss_pixel_ce", labels, {}),
+                                 ("loss_pixel_ce_ignore", ignored, dict(ignore_index=255)),
+                                 ("loss_pixel_ce_weighted_smoothed", ignored,
+                                  dict(ignore_index=255, weight=torch.from_numpy(weights), label_smoothing=0.2))):
+        xt = torch.from_numpy(x).requires_grad_(True)
+        loss = nn.CrossEntropyLoss(**kwargs)(xt, torch.from_numpy(target).long())
+        loss.backward()
+        save(out, name, {"x": x, "labels": target, "weights": weights,
+                         "loss": np.array([loss.item()], dtype=np.float32), "dx": t2n(xt.grad)},
+             {"loss": name, "options": repr({k: v for k, v in kwargs.items() if k != "weight"})})
+    # Segmentation metrics: the confusion matrix of argmax(x) against the labels, ignored pixels
+    # left out; IoU per class (-1 where a class is absent from both), its mean, pixel accuracy.
+    pred = x.argmax(axis=1)
+    keep = ignored != 255
+    confusion = np.zeros((4, 4), dtype=np.int64)
+    np.add.at(confusion, (ignored[keep], pred[keep]), 1)
+    tp = np.diag(confusion).astype(np.float64)
+    union = confusion.sum(0) + confusion.sum(1) - np.diag(confusion)
+    iou = np.where(union > 0, tp / np.maximum(union, 1), -1.0)
+    save(out, "metrics_segmentation", {"x": x, "labels": ignored, "confusion": confusion.astype(np.float32),
+                                       "iou": iou.astype(np.float32),
+                                       "mean_iou": np.array([iou[iou >= 0].mean()], dtype=np.float32),
+                                       "pixel_accuracy": np.array([tp.sum() / keep.sum()], dtype=np.float32)},
+         {"metrics": "segmentation, ignore_index 255"})
+    # models::UNetLevel<4, 2>: two U-Net levels with their encoder and decoder convolutions.
+    layer_case(out, "block_unet_level_c4_d2", unet_level(4, 2), randn(g, 2, 4, 8, 8), 52,
+               {"layer": "models::UNetLevel<4,2>"}, set_state=random_module)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -585,7 +659,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
     ap.add_argument("--only", nargs="*", choices=["layers", "blocks", "losses", "optimizers", "models", "resnet",
-                                                    "weight_average", "init", "grouped"],
+                                                    "weight_average", "init", "grouped", "dense"],
                     help="write only these groups of fixtures")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -594,7 +668,7 @@ def main():
     torch.manual_seed(0)
     makers = {"layers": make_layers, "blocks": make_blocks, "losses": make_losses, "optimizers": make_optimizers,
               "models": make_models, "resnet": make_resnet, "weight_average": make_weight_average,
-              "init": make_init, "grouped": make_grouped}
+              "init": make_init, "grouped": make_grouped, "dense": make_dense}
     for key, make in makers.items():
         if not args.only or key in args.only:
             make(args.out)

@@ -97,6 +97,8 @@ struct ops::LinearKernels<test::InstrumentedDevice> : device::LinearKernels<test
 template <>
 struct ops::PoolKernels<test::InstrumentedDevice> : device::PoolKernels<test::InstrumentedDevice> {};
 template <>
+struct ops::UpsampleKernels<test::InstrumentedDevice> : device::UpsampleKernels<test::InstrumentedDevice> {};
+template <>
 struct ops::BatchNormKernels<test::InstrumentedDevice> : device::BatchNormKernels<test::InstrumentedDevice> {};
 template <>
 struct ops::ElementwiseKernels<test::InstrumentedDevice> : device::ElementwiseKernels<test::InstrumentedDevice> {};

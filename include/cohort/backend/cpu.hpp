@@ -15,3 +15,4 @@
 #include "cohort/backend/cpu/linear.hpp"
 #include "cohort/backend/cpu/pool.hpp"
 #include "cohort/backend/cpu/softmax.hpp"
+#include "cohort/backend/cpu/upsample.hpp"

@@ -38,6 +38,7 @@
 #include "cohort/backend/device/pool.hpp"
 #include "cohort/backend/device/replica_all_reduce.hpp"
 #include "cohort/backend/device/softmax.hpp"
+#include "cohort/backend/device/upsample.hpp"
 #include "cohort/backend/ops.hpp"
 
 namespace cohort {
@@ -124,6 +125,8 @@ template <>
 struct ops::LinearKernels<Cuda> : device::LinearKernels<Cuda> {};
 template <>
 struct ops::PoolKernels<Cuda> : device::PoolKernels<Cuda> {};
+template <>
+struct ops::UpsampleKernels<Cuda> : device::UpsampleKernels<Cuda> {};
 template <>
 struct ops::BatchNormKernels<Cuda> : device::BatchNormKernels<Cuda> {};
 template <>

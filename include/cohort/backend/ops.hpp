@@ -107,6 +107,10 @@ struct PoolKernels; // defined by each backend
 /// BatchNorm2d and BatchNorm1d in training and evaluation mode.
 template <class Backend>
 struct BatchNormKernels; // defined by each backend
+/// Upsample (nearest, bilinear) by an integer scale over an UpsampleGeometry
+/// (backend/upsample_rules.hpp): forward and the input gradient.
+template <class Backend>
+struct UpsampleKernels; // defined by each backend
 /// Element-wise ops: ReLU, dropout masks, copies.
 template <class Backend>
 struct ElementwiseKernels; // defined by each backend
@@ -147,7 +151,8 @@ concept BackendProtocol = requires {
 }
 &&ops::defined_family<ops::Conv2dKernels<B>>&& ops::defined_family<ops::DepthwiseConv2dKernels<B>>&&
     ops::defined_family<ops::LinearKernels<B>>&& ops::defined_family<ops::PoolKernels<B>>&&
-        ops::defined_family<ops::BatchNormKernels<B>>&& ops::defined_family<ops::ElementwiseKernels<B>>&&
-            ops::defined_family<ops::ActivationKernels<B>>&& ops::defined_family<ops::SoftmaxKernels<B>>;
+        ops::defined_family<ops::UpsampleKernels<B>>&& ops::defined_family<ops::BatchNormKernels<B>>&&
+            ops::defined_family<ops::ElementwiseKernels<B>>&& ops::defined_family<ops::ActivationKernels<B>>&&
+                ops::defined_family<ops::SoftmaxKernels<B>>;
 
 } // namespace cohort

@@ -32,6 +32,7 @@
 #include "cohort/backend/device/pool.hpp"
 #include "cohort/backend/device/replica_all_reduce.hpp"
 #include "cohort/backend/device/softmax.hpp"
+#include "cohort/backend/device/upsample.hpp"
 #include "cohort/backend/ops.hpp"
 
 namespace cohort {
@@ -73,6 +74,8 @@ template <>
 struct ops::LinearKernels<ThrustDevice> : device::LinearKernels<ThrustDevice> {};
 template <>
 struct ops::PoolKernels<ThrustDevice> : device::PoolKernels<ThrustDevice> {};
+template <>
+struct ops::UpsampleKernels<ThrustDevice> : device::UpsampleKernels<ThrustDevice> {};
 template <>
 struct ops::BatchNormKernels<ThrustDevice> : device::BatchNormKernels<ThrustDevice> {};
 template <>

@@ -92,6 +92,19 @@ TEST_CASE("device layers: ReLU6, Hardsigmoid, Hardswish, Sigmoid and Tanh match 
   check_layer_fixture_on<Dev, Tanh, Shape<3, 5, 5>>("layer_tanh");
 }
 
+TEST_CASE("device layers: Upsample (nearest, bilinear, align_corners) and Concat blocks match PyTorch") {
+  check_layer_fixture_on<Dev, Upsample<3>, Shape<3, 3, 5>>("upsample_nearest_3");
+  check_layer_fixture_on<Dev, Upsample<2, UpsampleMode::bilinear>, Shape<2, 5, 4>>("upsample_bilinear_2");
+  check_layer_fixture_on<Dev, Upsample<3, UpsampleMode::bilinear, true>, Shape<3, 4, 3>>("upsample_bilinear_3_align");
+  check_layer_fixture_on<Dev, Upsample<2, UpsampleMode::bilinear>, Shape<2, 1, 3>>("upsample_bilinear_2_single_row");
+  using UNetLevel =
+      Concat<Identity,
+             Branch<MaxPool2d<2>, Conv2d<4, 6, 3, 1, 1>, BatchNorm2d<6>, ReLU, Upsample<2, UpsampleMode::bilinear>>>;
+  check_layer_fixture_on<Dev, UNetLevel, Shape<4, 6, 8>>("block_concat_unet_level");
+  using Both = Concat<Branch<Conv2d<3, 4, 3, 1, 1>, ReLU>, Branch<Conv2d<3, 2, 1, 1, 0, false>, BatchNorm2d<2>>>;
+  check_layer_fixture_on<Dev, Both, Shape<3, 5, 6>>("block_concat_branches");
+}
+
 TEST_CASE("device layers: NaN propagates through max-pooling") {
   Network<single_layer_net<Shape<1, 2, 2>, MaxPool2d<2>>, float, Dev> net;
   const std::vector<float> x{1.f, std::numeric_limits<float>::quiet_NaN(), 5.f, 2.f};

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,21 +28,25 @@ namespace cohort::detail {
 inline constexpr std::int64_t onnx_ir_version = 8;
 inline constexpr std::int64_t onnx_opset = 17;
 
-/// A node attribute: an int, a float or a list of ints (all the mapped layers need).
+/// A node attribute: an int, a float, a list of ints or a string (all the mapped layers need).
 struct OnnxAttribute {
-  enum class Kind : std::uint8_t { integer, real, integers };
+  enum class Kind : std::uint8_t { integer, real, integers, text };
   std::string name;
   Kind kind = Kind::integer;
   std::int64_t i = 0;
   float f = 0.f;
   std::vector<std::int64_t> ints;
+  std::string s;
 
   static OnnxAttribute integer(std::string name, std::int64_t v) {
-    return {std::move(name), Kind::integer, v, 0.f, {}};
+    return {std::move(name), Kind::integer, v, 0.f, {}, {}};
   }
-  static OnnxAttribute real(std::string name, float v) { return {std::move(name), Kind::real, 0, v, {}}; }
+  static OnnxAttribute real(std::string name, float v) { return {std::move(name), Kind::real, 0, v, {}, {}}; }
   static OnnxAttribute integers(std::string name, std::vector<std::int64_t> v) {
-    return {std::move(name), Kind::integers, 0, 0.f, std::move(v)};
+    return {std::move(name), Kind::integers, 0, 0.f, std::move(v), {}};
+  }
+  static OnnxAttribute text(std::string name, std::string v) {
+    return {std::move(name), Kind::text, 0, 0.f, {}, std::move(v)};
   }
 };
 
@@ -80,6 +85,13 @@ class OnnxGraph {
   /// A float scalar initializer called `name`, added once however many nodes read it.
   std::string scalar(const std::string& name, float value) {
     if (scalars_.emplace(name, value).second) initializer(name, {}, std::span<const float>(&value, 1));
+    return name;
+  }
+
+  /// A float initializer called `name` added once however many nodes read it (Resize's
+  /// scales); returns its name.
+  std::string constant(const std::string& name, std::vector<std::int64_t> dims, std::span<const float> values) {
+    if (constants_.insert(name).second) initializer(name, std::move(dims), values);
     return name;
   }
 
@@ -144,6 +156,10 @@ class OnnxGraph {
         attr.packed_int64(F::Attribute::ints, a.ints);
         attr.int64(F::Attribute::type, F::Attribute::type_ints);
         break;
+      case OnnxAttribute::Kind::text:
+        attr.bytes(F::Attribute::s, a.s);
+        attr.int64(F::Attribute::type, F::Attribute::type_string);
+        break;
       }
       w.message(F::Node::attribute, attr);
     }
@@ -177,6 +193,7 @@ class OnnxGraph {
   std::vector<std::string> initializers_;
   std::map<std::string, std::size_t> uses_;
   std::map<std::string, float> scalars_;
+  std::set<std::string> constants_;
 };
 
 /// Where one layer sits: its chain's tensor layout and flat stores (a Sequential's, or a branch

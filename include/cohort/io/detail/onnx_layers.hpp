@@ -14,6 +14,7 @@
 #include "cohort/layers/avg_pool2d.hpp"
 #include "cohort/layers/batch_norm1d.hpp"
 #include "cohort/layers/batch_norm2d.hpp"
+#include "cohort/layers/concat.hpp"
 #include "cohort/layers/conv2d.hpp"
 #include "cohort/layers/depthwise_conv2d.hpp"
 #include "cohort/layers/dropout.hpp"
@@ -32,6 +33,7 @@
 #include "cohort/layers/sigmoid.hpp"
 #include "cohort/layers/silu.hpp"
 #include "cohort/layers/tanh.hpp"
+#include "cohort/layers/upsample.hpp"
 #include "cohort/network/sequential.hpp"
 
 namespace cohort::detail {
@@ -298,6 +300,48 @@ struct onnx_layer<Gated<Gate>> {
     const std::string gate = onnx_chain<typename Bound::gate_chain>(
         g, at.params + at.param_base, at.buffers + at.buffer_base, at.names + "gate.", at.scope + "/gate", x);
     return g.node("Mul", at.scope, {x, gate});
+  }
+};
+
+/// A concatenation: each branch a chain over the block's slice of the stores (the first's
+/// tensors first, as layers/concat.hpp lays them out; an Identity branch is the input), then
+/// Concat along the channels.
+template <class First, class Second>
+struct onnx_layer<Concat<First, Second>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    const float* params = at.params + at.param_base;
+    const float* buffers = at.buffers + at.buffer_base;
+    std::string first = x, second = x;
+    if constexpr (!Bound::first_identity)
+      first = onnx_chain<typename Bound::first_chain>(g, params, buffers, at.names + "first.", at.scope + "/first", x);
+    if constexpr (!Bound::second_identity)
+      second = onnx_chain<typename Bound::second_chain>(g, params + Bound::first_params, buffers + Bound::first_buffers,
+                                                        at.names + "second.", at.scope + "/second", x);
+    return g.node("Concat", at.scope, {first, second}, {OnnxAttribute::integer("axis", 1)});
+  }
+};
+
+/// Upsample as torch.onnx writes nn.Upsample from opset 11 on: Resize with constant scales
+/// (1, 1, Scale, Scale) and no roi; nearest as "asymmetric" + "floor" (torch's legacy nearest),
+/// bilinear as "linear" with "pytorch_half_pixel" or "align_corners".
+template <std::size_t Scale, UpsampleMode Mode, bool AlignCorners>
+struct onnx_layer<Upsample<Scale, Mode, AlignCorners>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    const float scales[4] = {1.f, 1.f, float(Scale), float(Scale)};
+    const std::string name = g.constant("upsample.scales." + std::to_string(Scale), {4}, scales);
+    using A = OnnxAttribute;
+    if constexpr (Mode == UpsampleMode::nearest)
+      return g.node("Resize", at.scope, {x, "", name},
+                    {A::text("coordinate_transformation_mode", "asymmetric"), A::text("mode", "nearest"),
+                     A::text("nearest_mode", "floor")});
+    else
+      return g.node("Resize", at.scope, {x, "", name},
+                    {A::text("coordinate_transformation_mode", AlignCorners ? "align_corners" : "pytorch_half_pixel"),
+                     A::text("mode", "linear")});
   }
 };
 

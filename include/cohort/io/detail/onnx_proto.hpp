@@ -39,8 +39,8 @@ struct onnx_field {
     static constexpr std::uint32_t input = 1, output = 2, name = 3, op_type = 4, attribute = 5;
   };
   struct Attribute { // AttributeProto; `type` holds an AttributeProto.AttributeType
-    static constexpr std::uint32_t name = 1, f = 2, i = 3, ints = 8, type = 20;
-    static constexpr std::int64_t type_float = 1, type_int = 2, type_ints = 7;
+    static constexpr std::uint32_t name = 1, f = 2, i = 3, s = 4, ints = 8, type = 20;
+    static constexpr std::int64_t type_float = 1, type_int = 2, type_string = 3, type_ints = 7;
   };
   struct Tensor { // TensorProto; `data_type` holds a TensorProto.DataType
     static constexpr std::uint32_t dims = 1, data_type = 2, name = 8, raw_data = 9;

@@ -1,0 +1,153 @@
+#pragma once
+/// \file
+/// Cross-entropy per pixel, torch.nn.CrossEntropyLoss on (N, C, H, W) scores and (N, H, W) class
+/// maps (mean reduction), with ignore_index, class weights and label smoothing as torch defines
+/// them (loss/cross_entropy_options.hpp's formula, summed over the pixels that are not ignored).
+/// Example (compiled: tests/docs/headers.cpp, "loss/pixel_cross_entropy_loss"):
+///
+///     cohort::PixelCrossEntropyLoss ce({.ignore_index = 255});   // e.g. VOC's border label
+///     double l = ce.forward(net.forward(x), masks);             // masks: N * H * W class indices
+///     net.backward(ce.backward());
+///
+/// The mean is over the pixels whose label is not ignore_index (weighted: divided by the sum of
+/// their classes' weights). A batch whose every pixel is ignored has loss 0 and a zero gradient
+/// (torch returns NaN there, which would poison the weights). Scores are read in any storage
+/// type and reduced in double. Host-memory backends (the CPU).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "cohort/core/dtype.hpp"
+#include "cohort/core/error.hpp"
+#include "cohort/core/shape.hpp"
+#include "cohort/loss/cross_entropy_options.hpp"
+#include "cohort/loss/loss.hpp"
+#include "cohort/tensor/batch.hpp"
+#include "cohort/tensor/buffer.hpp"
+
+namespace cohort {
+
+/// PixelCrossEntropyLoss's options: torch.nn.CrossEntropyLoss's ignore_index, label_smoothing
+/// and weight.
+struct PixelCrossEntropyOptions {
+  /// Pixels with this label add nothing to the loss or its gradient (torch's default, -100).
+  std::int32_t ignore_index = -100;
+  double label_smoothing = 0;
+  std::vector<float> class_weights{}; // empty: every class weighs 1
+};
+
+/// `PixelCrossEntropyLoss<T = float>`: the mean over pixels of -log softmax(x[n, :, h, w])[y[n, h, w]],
+/// with torch's ignore_index, weights and smoothing.
+template <class T = float>
+class PixelCrossEntropyLoss {
+ public:
+  PixelCrossEntropyLoss() = default;
+  /// Throws ValueError for a smoothing outside [0, 1] or a negative or non-finite weight; the
+  /// weight count is checked against the scores' classes at forward.
+  explicit PixelCrossEntropyLoss(PixelCrossEntropyOptions o) : o_(std::move(o)) {
+    detail::check_cross_entropy_options("PixelCrossEntropyLoss", as_options());
+  }
+  const PixelCrossEntropyOptions& options() const noexcept { return o_; }
+
+  /// The loss of (N, C, H, W) scores against N * H * W labels (sample-major, then row-major);
+  /// also computes the gradient, times `grad_scale`. Throws ShapeError for a label count other
+  /// than N * H * W or a weight count other than C, ValueError for a label that is neither a class
+  /// nor ignore_index (naming the sample, the pixel and the value) - before anything is computed.
+  template <ShapeType S>
+  double forward(ConstBatchView<S, T> logits, std::span<const std::int32_t> labels, double grad_scale = 1.0) {
+    static_assert(S::rank == 3, "PixelCrossEntropyLoss: takes (N, C, H, W) scores, one score per class and pixel");
+    constexpr std::size_t classes = S::extents[0], plane = S::extents[1] * S::extents[2];
+    const std::size_t batch = logits.batch();
+    check(labels, batch, classes, S::extents[2], plane);
+    grad_.resize(batch * S::size);
+    batch_ = batch;
+    features_ = S::size;
+    const bool weighted = !o_.class_weights.empty();
+    const auto weight = [&](std::size_t c) { return weighted ? double(o_.class_weights[c]) : 1.0; };
+    double weight_sum = 0; // sum_c w[c]
+    for (std::size_t c = 0; c < classes; ++c) weight_sum += weight(c);
+
+    // Pass 1: the denominator (sum of the counted pixels' weights), in pixel order.
+    double denominator = 0;
+    for (const std::int32_t y : labels)
+      if (y != o_.ignore_index) denominator += weight(std::size_t(y));
+    const T* x = logits.data();
+    T* g = grad_.data();
+    if (denominator == 0) { // every pixel ignored (or weighted 0): nothing to learn from
+      std::fill(g, g + batch * S::size, T(0));
+      return 0;
+    }
+    const double eps = o_.label_smoothing, scale = grad_scale / denominator;
+    double nll = 0, smooth = 0;
+    std::vector<double> logp(classes);
+    for (std::size_t n = 0; n < batch; ++n)
+      for (std::size_t p = 0; p < plane; ++p) {
+        const T* xs = x + n * S::size + p;
+        T* gs = g + n * S::size + p;
+        const std::int32_t y = labels[n * plane + p];
+        if (y == o_.ignore_index) {
+          for (std::size_t c = 0; c < classes; ++c) gs[c * plane] = T(0);
+          continue;
+        }
+        double m = double(accumulator_t<T>(xs[0]));
+        for (std::size_t c = 1; c < classes; ++c) m = std::max(m, double(accumulator_t<T>(xs[c * plane])));
+        double s = 0;
+        for (std::size_t c = 0; c < classes; ++c) s += std::exp(double(accumulator_t<T>(xs[c * plane])) - m);
+        const double lse = m + std::log(s);
+        double pixel_smooth = 0;
+        for (std::size_t c = 0; c < classes; ++c) {
+          logp[c] = double(accumulator_t<T>(xs[c * plane])) - lse;
+          pixel_smooth -= weight(c) * logp[c];
+        }
+        const double wy = weight(std::size_t(y));
+        nll -= wy * logp[std::size_t(y)];
+        smooth += pixel_smooth;
+        // d/dx_c: (1 - eps) w_y (p_c - [c = y]) + (eps / C) (sum_c' w_c' p_c - w_c), over the denominator.
+        for (std::size_t c = 0; c < classes; ++c) {
+          const double prob = std::exp(logp[c]);
+          const double d = (1 - eps) * wy * (prob - (c == std::size_t(y) ? 1.0 : 0.0)) +
+                           eps / double(classes) * (weight_sum * prob - weight(c));
+          gs[c * plane] = T(accumulator_t<T>(d * scale));
+        }
+      }
+    return ((1 - eps) * nll + eps / double(classes) * smooth) / denominator;
+  }
+  template <ShapeType S>
+  double forward(BatchView<S, T> logits, std::span<const std::int32_t> labels, double grad_scale = 1.0) {
+    return forward(ConstBatchView<S, T>(logits), labels, grad_scale);
+  }
+
+  /// d loss / d scores of the last forward.
+  LossGradient<T> backward() const noexcept { return {grad_.data(), batch_, features_}; }
+
+ private:
+  CrossEntropyOptions as_options() const {
+    return {.label_smoothing = o_.label_smoothing, .class_weights = o_.class_weights};
+  }
+
+  void check(std::span<const std::int32_t> labels, std::size_t batch, std::size_t classes, std::size_t width,
+             std::size_t plane) const {
+    if (labels.size() != batch * plane)
+      throw ShapeError(detail::concat("PixelCrossEntropyLoss: expected ", batch * plane, " labels (", batch,
+                                      " samples of ", plane, " pixels), found ", labels.size()));
+    detail::check_class_weight_count("PixelCrossEntropyLoss", as_options(), classes);
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      const std::int32_t y = labels[i];
+      if (y != o_.ignore_index && (y < 0 || std::size_t(y) >= classes))
+        throw ValueError(detail::concat("PixelCrossEntropyLoss: label of sample ", i / plane, " at pixel (",
+                                        i % plane / width, ", ", i % width, ") is ", y, ", expected a class in [0, ",
+                                        classes, ") or the ignore_index ", o_.ignore_index));
+    }
+  }
+
+  PixelCrossEntropyOptions o_;
+  HostBuffer<T> grad_;
+  std::size_t batch_ = 0, features_ = 0;
+};
+
+} // namespace cohort
