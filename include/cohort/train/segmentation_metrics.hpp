@@ -22,6 +22,7 @@
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/error.hpp"
 #include "cohort/core/shape.hpp"
+#include "cohort/loss/pixel_cross_entropy_loss.hpp" // detail::check_pixel_labels
 #include "cohort/tensor/batch.hpp"
 
 namespace cohort {
@@ -44,14 +45,7 @@ class SegmentationMetrics {
       throw ShapeError(
           detail::concat("SegmentationMetrics: the scores have ", c, " classes, the metrics count ", classes_));
     const std::size_t batch = scores.batch();
-    if (labels.size() != batch * plane)
-      throw ShapeError(detail::concat("SegmentationMetrics: expected ", batch * plane, " labels (", batch,
-                                      " samples of ", plane, " pixels), found ", labels.size()));
-    for (std::size_t i = 0; i < labels.size(); ++i)
-      if (labels[i] != ignore_ && (labels[i] < 0 || std::size_t(labels[i]) >= c))
-        throw ValueError(detail::concat("SegmentationMetrics: label of sample ", i / plane, " at pixel (",
-                                        i % plane / S::extents[2], ", ", i % S::extents[2], ") is ", labels[i],
-                                        ", expected a class in [0, ", c, ") or the ignore_index ", ignore_));
+    detail::check_pixel_labels("SegmentationMetrics", labels, batch, c, S::extents[2], plane, ignore_);
     const T* x = scores.data();
     for (std::size_t n = 0; n < batch; ++n)
       for (std::size_t p = 0; p < plane; ++p) {
