@@ -23,6 +23,7 @@
 #include "cohort/layers/batch_norm2d.hpp"
 #include "cohort/layers/concat.hpp"
 #include "cohort/layers/conv2d.hpp"
+#include "cohort/layers/conv_transpose2d.hpp"
 #include "cohort/layers/depthwise_conv2d.hpp"
 #include "cohort/layers/dropout.hpp"
 #include "cohort/layers/flatten.hpp"

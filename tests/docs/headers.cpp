@@ -20,7 +20,10 @@
 
 #include <cohort/cohort.hpp>
 #include <cohort/data/image_transforms.hpp>
+#include <cohort/loss/bce_with_logits_loss.hpp>
+#include <cohort/loss/dice_loss.hpp>
 #include <cohort/loss/pixel_cross_entropy_loss.hpp>
+#include <cohort/loss/regression_loss.hpp>
 #include <cohort/models/fast_resnet.hpp>
 #include <cohort/models/mobilenet_v2.hpp>
 #include <cohort/models/resnet.hpp>
@@ -175,6 +178,17 @@ static_assert(std::is_same_v<Net::output_shape, Shape<16, 14, 14>>);
 static_assert(std::is_same_v<Corners::output_shape, Shape<16, 14, 14>>);
 } // namespace example_layers_upsample
 
+namespace example_layers_conv_transpose2d {
+//! [layers/conv_transpose2d]
+using Up = Sequential<Input<32, 7, 7>, ConvTranspose2d<32, 16, 2, 2>>;         // -> Shape<16, 14, 14>
+using Odd = Sequential<Input<8, 7, 7>, ConvTranspose2d<8, 4, 3, 2, 1, 1>>;     // output_padding 1: 14 x 14
+using NoBias = Sequential<Input<8, 5, 5>, ConvTranspose2d<8, 8, 3, 1, 1, 0, false>>;
+//! [layers/conv_transpose2d]
+static_assert(std::is_same_v<Up::output_shape, Shape<16, 14, 14>>);
+static_assert(std::is_same_v<Odd::output_shape, Shape<4, 14, 14>>);
+static_assert(std::is_same_v<NoBias::output_shape, Shape<8, 5, 5>>);
+} // namespace example_layers_conv_transpose2d
+
 namespace example_layers_concat {
 //! [layers/concat]
 using Level = Concat<Identity, Branch<MaxPool2d<2>, Conv2d<8, 16, 3, 1, 1>, ReLU, Upsample<2>>>;
@@ -242,6 +256,38 @@ using Net = Sequential<Input<16, 8, 8>, Conv2d<16, 16, 3, 1, 1, false>, BatchNor
   double l = ce.forward(net.forward(x), masks);             // masks: N * H * W class indices
   net.backward(ce.backward());
   //! [loss/pixel_cross_entropy_loss]
+  (void)l;
+}
+
+[[maybe_unused]] void example_loss_dice_loss(Network<models::UNet<Shape<1, 28, 28>, 11>>& net,
+                                            const xt::xtensor<float, 4>& x, const std::vector<std::int32_t>& masks) {
+  //! [loss/dice_loss]
+  cohort::DiceLoss dice({.smooth = 1.0, .ignore_index = 255});
+  double l = dice.forward(net.forward(x), masks);            // masks: N * H * W class indices
+  net.backward(dice.backward());
+  //! [loss/dice_loss]
+  (void)l;
+}
+
+[[maybe_unused]] void example_loss_regression_loss(Network<models::UNet<Shape<1, 28, 28>, 1>>& net,
+                                                   const xt::xtensor<float, 4>& noisy, const std::vector<float>& clean) {
+  //! [loss/regression_loss]
+  cohort::MSELoss mse;                                       // torch.nn.MSELoss()
+  double l = mse.forward(net.forward(noisy), clean);         // clean: N * C * H * W floats
+  net.backward(mse.backward());
+  cohort::HuberLoss huber({.delta = 0.5});                   // torch.nn.HuberLoss(delta=0.5)
+  //! [loss/regression_loss]
+  (void)l, (void)huber;
+}
+
+[[maybe_unused]] void example_loss_bce_with_logits_loss(Network<models::UNet<Shape<1, 28, 28>, 1>>& net,
+                                                        const xt::xtensor<float, 4>& x,
+                                                        const std::vector<float>& masks) {
+  //! [loss/bce_with_logits_loss]
+  cohort::BCEWithLogitsLoss bce({.pos_weight = {3.0f}});    // one mask channel, positives 3x
+  double l = bce.forward(net.forward(x), masks);             // masks: N * 1 * H * W in [0, 1]
+  net.backward(bce.backward());
+  //! [loss/bce_with_logits_loss]
   (void)l;
 }
 

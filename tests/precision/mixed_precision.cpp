@@ -211,6 +211,9 @@ TEST_CASE("MixedPrecision: the residual networks' layers in 16 bits are the floa
   check_layer<Sequential<Input<4, 5, 6>, Upsample<2>>>("Upsample nearest");
   check_layer<Sequential<Input<4, 5, 6>, Upsample<2, UpsampleMode::bilinear>>>("Upsample bilinear");
   check_layer<Sequential<Input<4, 5, 6>, Upsample<3, UpsampleMode::bilinear, true>>>("Upsample bilinear, corners");
+  check_layer<Sequential<Input<4, 5, 6>, ConvTranspose2d<4, 6, 2, 2, 0, 0, false>>>("ConvTranspose2d 2x2 stride 2");
+  check_layer<Sequential<Input<4, 5, 6>, ConvTranspose2d<4, 4, 3, 1, 1, 0, false>>>("ConvTranspose2d 3x3");
+  check_layer<Sequential<Input<4, 5, 6>, ConvTranspose2d<4, 6, 3, 2, 1, 1>>>("ConvTranspose2d with bias");
 }
 
 TEST_CASE("MixedPrecision: squeeze-and-excitation (Gated) in 16 bits agrees with float") {

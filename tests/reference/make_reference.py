@@ -366,6 +366,77 @@ def make_dense(out):
     # models::UNetLevel<4, 2>: two U-Net levels with their encoder and decoder convolutions.
     layer_case(out, "block_unet_level_c4_d2", unet_level(4, 2), randn(g, 2, 4, 8, 8), 52,
                {"layer": "models::UNetLevel<4,2>"}, set_state=random_module)
+    # ConvTranspose2d: the U-Net's 2x2 stride-2 up-convolution, a 3x3 stride-2 one with
+    # output_padding (odd sizes), stride 1 without bias, DCGAN's 4x4 stride-2, a 1x1 (the
+    # pointwise path), stride 3 with output_padding 2, and padding at the kernel (the im2col path).
+    g3 = rng(8)
+    for name, ct, shape, seed in (
+            ("conv_transpose_k2_s2", nn.ConvTranspose2d(4, 3, 2, stride=2), (2, 4, 3, 5), 53),
+            ("conv_transpose_k3_s2_p1_op1", nn.ConvTranspose2d(3, 5, 3, 2, 1, output_padding=1), (2, 3, 4, 4), 54),
+            ("conv_transpose_k3_s1_p1_nobias", nn.ConvTranspose2d(3, 4, 3, 1, 1, bias=False), (2, 3, 5, 6), 55),
+            ("conv_transpose_k4_s2_p1", nn.ConvTranspose2d(2, 3, 4, 2, 1), (2, 2, 3, 3), 56),
+            ("conv_transpose_k1", nn.ConvTranspose2d(5, 6, 1), (2, 5, 4, 4), 57),
+            ("conv_transpose_k3_s3_op2", nn.ConvTranspose2d(2, 2, 3, 3, 0, output_padding=2), (2, 2, 3, 4), 58),
+            ("conv_transpose_k2_s1_p2", nn.ConvTranspose2d(2, 3, 2, 1, 2), (2, 2, 6, 5), 59)):
+        torch.manual_seed(seed)
+        ct.reset_parameters()
+        layer_case(out, name, ct, randn(g3, *shape), seed, {"layer": repr(ct)})
+    # The dense losses (issue 38): regression (MSE, L1 with exact ties, SmoothL1, Huber), binary
+    # cross-entropy on logits with a per-channel pos_weight, and cohort's documented soft Dice
+    # (loss/dice_loss.hpp), written here in torch so that autograd checks its gradient.
+    g4 = rng(9)
+    x = randn(g4, 2, 3, 4, 5, scale=1.5)
+    t = randn(g4, 2, 3, 4, 5)
+    t.flat[::7] = x.flat[::7]  # d = 0: L1's and SmoothL1's gradient there is 0, as torch's sign
+    for name, fn in (("loss_mse", nn.MSELoss()), ("loss_l1", nn.L1Loss()),
+                     ("loss_smooth_l1", nn.SmoothL1Loss(beta=0.5)), ("loss_huber", nn.HuberLoss(delta=0.7))):
+        xt = torch.from_numpy(x).requires_grad_(True)
+        loss = fn(xt, torch.from_numpy(t))
+        loss.backward()
+        save(out, name, {"x": x, "t": t, "loss": np.array([loss.item()], dtype=np.float32), "dx": t2n(xt.grad)},
+             {"loss": repr(fn)})
+    logits = randn(g4, 2, 3, 4, 4, scale=3.0)
+    logits[0, 0, 0, :2] = [40.0, -40.0]  # the stable form's far ends
+    target = (g4.random((2, 3, 4, 4)) < 0.3).astype(np.float32)
+    target[1, 2] = g4.random((4, 4)).astype(np.float32)  # soft labels in one plane
+    pos_weight = np.array([3.0, 0.5, 1.0], dtype=np.float32)
+    xt = torch.from_numpy(logits).requires_grad_(True)
+    bce = nn.BCEWithLogitsLoss(pos_weight=torch.from_numpy(pos_weight).view(3, 1, 1))
+    loss = bce(xt, torch.from_numpy(target))
+    loss.backward()
+    save(out, "loss_bce_logits", {"x": logits, "t": target, "pos_weight": pos_weight,
+                                  "loss": np.array([loss.item()], dtype=np.float32), "dx": t2n(xt.grad)},
+         {"loss": "BCEWithLogitsLoss(pos_weight of shape (3, 1, 1))"})
+    scores = randn(g4, 2, 4, 3, 5, scale=2.0)
+    labels = g4.integers(0, 4, size=(2, 3, 5)).astype(np.int32)
+    labels[labels == 3] = 2  # class 3 has no pixel: its coefficient is the smoothed one
+    labels[0, 1, 2] = labels[1, 2, :] = 255
+    xt = torch.from_numpy(scores).requires_grad_(True)
+    keep = torch.from_numpy(labels != 255)
+    prob = torch.softmax(xt, dim=1) * keep.unsqueeze(1)
+    onehot = F.one_hot(torch.from_numpy(np.where(labels == 255, 0, labels)).long(), 4).permute(0, 3, 1, 2)
+    onehot = onehot.double() * keep.unsqueeze(1)
+    smooth = 0.5
+    dice = (2 * (prob * onehot).sum((0, 2, 3)) + smooth) / (prob.sum((0, 2, 3)) + onehot.sum((0, 2, 3)) + smooth)
+    loss = 1 - dice.mean()
+    loss.backward()
+    save(out, "loss_dice", {"x": scores, "labels": labels, "loss": np.array([loss.item()], dtype=np.float32),
+                            "dx": t2n(xt.grad)}, {"loss": "soft Dice, smooth 0.5, ignore_index 255"})
+    # GroupNorm: 2 groups of 3 channels, one group (LayerNorm over C, H, W), one group per channel
+    # (InstanceNorm with affine parameters), an offset input (mean 5: the two-pass variance) with a
+    # larger eps; random affine parameters so that a swapped weight and bias shows.
+    def random_affine(module, g):
+        with torch.no_grad():
+            module.weight.copy_(torch.from_numpy(1 + randn(g, *module.weight.shape, scale=0.3)))
+            module.bias.copy_(torch.from_numpy(randn(g, *module.bias.shape, scale=0.3)))
+    g5 = rng(10)
+    for name, gn, shape, offset, seed in (
+            ("group_norm_2x3", nn.GroupNorm(2, 6), (2, 6, 4, 5), 0.0, 60),
+            ("group_norm_1x4", nn.GroupNorm(1, 4), (3, 4, 3, 3), 0.0, 61),
+            ("group_norm_4x1", nn.GroupNorm(4, 4), (2, 4, 5, 3), 0.0, 62),
+            ("group_norm_offset", nn.GroupNorm(2, 4, eps=1e-3), (2, 4, 6, 6), 5.0, 63)):
+        layer_case(out, name, gn, randn(g5, *shape) + np.float32(offset), seed, {"layer": repr(gn)},
+                   set_state=random_affine)
 
 
 # ----------------------------------------------------------------------------------------------

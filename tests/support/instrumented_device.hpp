@@ -93,6 +93,9 @@ namespace cohort {
 template <>
 struct ops::Conv2dKernels<test::InstrumentedDevice> : device::Conv2dKernels<test::InstrumentedDevice> {};
 template <>
+struct ops::ConvTranspose2dKernels<test::InstrumentedDevice>
+    : device::ConvTranspose2dKernels<test::InstrumentedDevice> {};
+template <>
 struct ops::LinearKernels<test::InstrumentedDevice> : device::LinearKernels<test::InstrumentedDevice> {};
 template <>
 struct ops::PoolKernels<test::InstrumentedDevice> : device::PoolKernels<test::InstrumentedDevice> {};

@@ -9,6 +9,7 @@
 #include "cohort/backend/cpu/compiled_kernels.hpp"
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/backend/cpu/conv2d.hpp"
+#include "cohort/backend/cpu/conv_transpose2d.hpp"
 #include "cohort/backend/cpu/depthwise_conv2d.hpp"
 #include "cohort/backend/cpu/elementwise.hpp"
 #include "cohort/backend/cpu/gemm.hpp"

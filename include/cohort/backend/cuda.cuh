@@ -30,6 +30,7 @@
 #include "cohort/backend/device/batch_norm.hpp"
 #include "cohort/backend/device/caching_allocator.hpp"
 #include "cohort/backend/device/conv2d.hpp"
+#include "cohort/backend/device/conv_transpose2d.hpp"
 #include "cohort/backend/device/depthwise_conv2d.hpp"
 #include "cohort/backend/device/device_buffer.hpp"
 #include "cohort/backend/device/elementwise.hpp"
@@ -119,6 +120,8 @@ struct Cuda {
 
 template <>
 struct ops::Conv2dKernels<Cuda> : device::Conv2dKernels<Cuda> {};
+template <>
+struct ops::ConvTranspose2dKernels<Cuda> : device::ConvTranspose2dKernels<Cuda> {};
 template <>
 struct ops::DepthwiseConv2dKernels<Cuda> : device::DepthwiseConv2dKernels<Cuda> {};
 template <>

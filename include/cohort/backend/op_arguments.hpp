@@ -26,11 +26,25 @@ struct Conv2dBackwardArgs {
   const T* w = nullptr;           // its weights
   const T* dy = nullptr;          // gradient of its output (of a fused ReLU's, with relu_y)
   T* dx = nullptr;                // gradient of its input, written; null: not wanted
-  accumulator_t<T>* dw = nullptr; // weight gradient
+  accumulator_t<T>* dw = nullptr; // weight gradient; null: not wanted (x is not read, db must be null)
   accumulator_t<T>* db = nullptr; // bias gradient; null: no bias
   std::size_t batch = 0;          // samples
   bool accumulate = false;        // add to dw and db instead of overwriting them
   const T* relu_y = nullptr;      // a fused ReLU's output: dy counts only where it is > 0
+};
+
+/// ConvTranspose2dKernels::backward: gradients of a transposed convolution's input, weights and
+/// bias.
+template <class T>
+struct ConvTranspose2dBackwardArgs {
+  const T* x = nullptr;           // the layer's input, (batch, G::in_size)
+  const T* w = nullptr;           // its weights, (in_channels, out_channels, K, K) as torch's
+  const T* dy = nullptr;          // gradient of its output
+  T* dx = nullptr;                // gradient of its input, written; null: not wanted
+  accumulator_t<T>* dw = nullptr; // weight gradient
+  accumulator_t<T>* db = nullptr; // bias gradient; null: no bias
+  std::size_t batch = 0;          // samples
+  bool accumulate = false;        // add to dw and db instead of overwriting them
 };
 
 /// Conv2dKernels::backward_relu_pool: the backward pass of Conv2d -> ReLU -> MaxPool2d fused.

@@ -37,6 +37,26 @@ struct Conv2dGeometry {
   static constexpr std::size_t out_plane = out_h * out_w;       // columns of the im2col matrix
 };
 
+/// Geometry of one ConvTranspose2d layer (torch's arguments; square kernel, no groups or
+/// dilation). A transposed convolution is the input gradient of the convolution that maps its
+/// output back onto its input: `adjoint`, whose weight tensor (InC, OutC, K, K) is torch's
+/// ConvTranspose2d weight as it stands. output_padding (< stride) adds rows and columns at the
+/// bottom and right that the adjoint's floor division leaves out.
+template <std::size_t InC, std::size_t OutC, std::size_t H, std::size_t W, std::size_t K, std::size_t S, std::size_t P,
+          std::size_t OutPad>
+struct ConvTranspose2dGeometry {
+  static_assert(OutPad < S, "ConvTranspose2dGeometry: output_padding must be smaller than the stride (as torch's)");
+  static_assert((H - 1) * S + K + OutPad > 2 * P && (W - 1) * S + K + OutPad > 2 * P,
+                "ConvTranspose2dGeometry: the padding crops the whole output");
+  static constexpr std::size_t in_channels = InC, out_channels = OutC;
+  static constexpr std::size_t in_h = H, in_w = W, kernel = K, stride = S, padding = P, output_padding = OutPad;
+  static constexpr std::size_t out_h = (H - 1) * S + K + OutPad - 2 * P;
+  static constexpr std::size_t out_w = (W - 1) * S + K + OutPad - 2 * P;
+  static constexpr std::size_t in_size = InC * H * W, out_plane = out_h * out_w, out_size = OutC * out_plane;
+  using adjoint = Conv2dGeometry<OutC, InC, out_h, out_w, K, S, P>;
+  static_assert(adjoint::out_h == H && adjoint::out_w == W);
+};
+
 /// Geometry of one pooling layer (MaxPool2d, AvgPool2d, AdaptiveAvgPool2d).
 template <std::size_t C, std::size_t H, std::size_t W, std::size_t K, std::size_t S, std::size_t P>
 struct Pool2dGeometry {
@@ -93,6 +113,10 @@ namespace ops {
 /// Conv2d: forward, and backward to input, weight and bias.
 template <class Backend>
 struct Conv2dKernels; // defined by each backend
+/// ConvTranspose2d over a ConvTranspose2dGeometry: forward, and backward to input, weight and
+/// bias (ConvTranspose2dBackwardArgs).
+template <class Backend>
+struct ConvTranspose2dKernels; // defined by each backend
 /// Depthwise convolution (torch's Conv2d with groups = in = out channels): one K x K filter per
 /// channel, over a Pool2dGeometry (channels, image, kernel, stride, padding); backward takes
 /// Conv2dBackwardArgs (relu_y unused).
@@ -149,10 +173,10 @@ template <class B>
 concept BackendProtocol = requires {
   typename B::context;
 }
-&&ops::defined_family<ops::Conv2dKernels<B>>&& ops::defined_family<ops::DepthwiseConv2dKernels<B>>&&
-    ops::defined_family<ops::LinearKernels<B>>&& ops::defined_family<ops::PoolKernels<B>>&&
-        ops::defined_family<ops::UpsampleKernels<B>>&& ops::defined_family<ops::BatchNormKernels<B>>&&
-            ops::defined_family<ops::ElementwiseKernels<B>>&& ops::defined_family<ops::ActivationKernels<B>>&&
-                ops::defined_family<ops::SoftmaxKernels<B>>;
+&&ops::defined_family<ops::Conv2dKernels<B>>&& ops::defined_family<ops::ConvTranspose2dKernels<B>>&&
+    ops::defined_family<ops::DepthwiseConv2dKernels<B>>&& ops::defined_family<ops::LinearKernels<B>>&&
+        ops::defined_family<ops::PoolKernels<B>>&& ops::defined_family<ops::UpsampleKernels<B>>&&
+            ops::defined_family<ops::BatchNormKernels<B>>&& ops::defined_family<ops::ElementwiseKernels<B>>&&
+                ops::defined_family<ops::ActivationKernels<B>>&& ops::defined_family<ops::SoftmaxKernels<B>>;
 
 } // namespace cohort

@@ -23,6 +23,7 @@
 #include "cohort/backend/device/batch_norm.hpp"
 #include "cohort/backend/device/caching_allocator.hpp"
 #include "cohort/backend/device/conv2d.hpp"
+#include "cohort/backend/device/conv_transpose2d.hpp"
 #include "cohort/backend/device/depthwise_conv2d.hpp"
 #include "cohort/backend/device/device_buffer.hpp"
 #include "cohort/backend/device/elementwise.hpp"
@@ -68,6 +69,8 @@ struct ThrustDevice {
 
 template <>
 struct ops::Conv2dKernels<ThrustDevice> : device::Conv2dKernels<ThrustDevice> {};
+template <>
+struct ops::ConvTranspose2dKernels<ThrustDevice> : device::ConvTranspose2dKernels<ThrustDevice> {};
 template <>
 struct ops::DepthwiseConv2dKernels<ThrustDevice> : device::DepthwiseConv2dKernels<ThrustDevice> {};
 template <>

@@ -54,6 +54,22 @@ inline void check_labels(const char* loss, std::span<const std::int32_t> labels,
           concat(loss, ": label of sample ", i, " is ", labels[i], ", expected a class in [0, ", classes, ")"));
 }
 
+/// Throws ShapeError unless there are batch * plane labels, ValueError for a label that is neither
+/// a class in [0, classes) nor `ignore` (naming the sample, the pixel (h, w) and the value).
+/// Shared by the per-pixel losses and SegmentationMetrics (`who` starts the message).
+inline void check_pixel_labels(const char* who, std::span<const std::int32_t> labels, std::size_t batch,
+                               std::size_t classes, std::size_t width, std::size_t plane, std::int32_t ignore) {
+  if (labels.size() != batch * plane)
+    throw ShapeError(concat(who, ": expected ", batch * plane, " labels (", batch, " samples of ", plane,
+                            " pixels), found ", labels.size()));
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const std::int32_t y = labels[i];
+    if (y != ignore && (y < 0 || std::size_t(y) >= classes))
+      throw ValueError(concat(who, ": label of sample ", i / plane, " at pixel (", i % plane / width, ", ", i % width,
+                              ") is ", y, ", expected a class in [0, ", classes, ") or the ignore_index ", ignore));
+  }
+}
+
 /// What both classification losses keep: the gradient of the last forward and its geometry.
 template <class T, class Backend>
 class ClassificationLoss {

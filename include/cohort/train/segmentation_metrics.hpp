@@ -22,7 +22,7 @@
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/error.hpp"
 #include "cohort/core/shape.hpp"
-#include "cohort/loss/pixel_cross_entropy_loss.hpp" // detail::check_pixel_labels
+#include "cohort/loss/loss.hpp" // detail::check_pixel_labels
 #include "cohort/tensor/batch.hpp"
 
 namespace cohort {

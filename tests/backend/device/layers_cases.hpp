@@ -105,6 +105,14 @@ TEST_CASE("device layers: Upsample (nearest, bilinear, align_corners) and Concat
   check_layer_fixture_on<Dev, Both, Shape<3, 5, 6>>("block_concat_branches");
 }
 
+TEST_CASE("device layers: ConvTranspose2d matches PyTorch (stride 2, output_padding, no bias, padding >= kernel)") {
+  check_layer_fixture_on<Dev, ConvTranspose2d<4, 3, 2, 2>, Shape<4, 3, 5>>("conv_transpose_k2_s2");
+  check_layer_fixture_on<Dev, ConvTranspose2d<3, 5, 3, 2, 1, 1>, Shape<3, 4, 4>>("conv_transpose_k3_s2_p1_op1");
+  check_layer_fixture_on<Dev, ConvTranspose2d<3, 4, 3, 1, 1, 0, false>, Shape<3, 5, 6>>(
+      "conv_transpose_k3_s1_p1_nobias");
+  check_layer_fixture_on<Dev, ConvTranspose2d<2, 3, 2, 1, 2>, Shape<2, 6, 5>>("conv_transpose_k2_s1_p2");
+}
+
 TEST_CASE("device layers: NaN propagates through max-pooling") {
   Network<single_layer_net<Shape<1, 2, 2>, MaxPool2d<2>>, float, Dev> net;
   const std::vector<float> x{1.f, std::numeric_limits<float>::quiet_NaN(), 5.f, 2.f};

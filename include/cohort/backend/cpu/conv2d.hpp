@@ -21,7 +21,8 @@
 ///     conv2d_path_im2col.hpp       im2col + GEMM, and 16-bit storage through float copies
 ///
 /// A null bias (Conv2d<..., false>) means none: no bias is added forward, and backward neither
-/// sums dY for it nor writes a gradient (db is null then too).
+/// sums dY for it nor writes a gradient (db is null then too). A null dw asks backward for dX
+/// alone (ConvTranspose2d's forward pass): x is not read then.
 
 #include <cstddef>
 #include <cstdint>
@@ -101,6 +102,7 @@ void ops::Conv2dKernels<Cpu>::backward(CpuContext& ctx, const Conv2dBackwardArgs
     const Isa isa = cpu::active_isa();
     const float* dy = cpu::pointwise::masked_dy<G>(ctx, a.dy, a.relu_y, a.batch);
     if (a.dx) cpu::pointwise::input_grad<G>(ctx, isa, a.w, dy, a.dx, a.batch);
+    if (!a.dw) return;
     if constexpr (cpu::pointwise::weight_grad_pays<G>)
       cpu::pointwise::weight_grad<G>(ctx, isa, a.x, dy, a.dw, a.db, a.batch, a.accumulate);
     else // (the direct path masks dY itself, into buffers of its own)

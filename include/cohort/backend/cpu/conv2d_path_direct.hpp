@@ -153,12 +153,13 @@ struct DirectPath : WeightGradPath {
                    });
   }
 
-  /// dW, db and (when dx) dX of a direct convolution, dY coming from `dy` (PlainDy or PooledDy).
+  /// dW and db (when dw) and dX (when dx) of a direct convolution, dY coming from `dy` (PlainDy
+  /// or PooledDy).
   template <class G, class T, class Source>
   static void direct_backward(CpuContext& ctx, const T* x, const T* w, const Source& dy, T* dx, float* dw, float* db,
                               std::size_t batch, bool accumulate, workspace<G, T>& ws) {
     const Isa isa = cpu::active_isa();
-    if (!bf16_weight_grad<G>(ctx, x, dy, dw, db, batch, accumulate) &&
+    if (dw && !bf16_weight_grad<G>(ctx, x, dy, dw, db, batch, accumulate) &&
         !winograd_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate)) {
       if constexpr (cpu::direct::channel_weight_grad<G>)
         channel_weight_grad<G>(ctx, isa, x, dy, dw, db, batch, accumulate);

@@ -58,25 +58,27 @@ struct Im2colPath : DirectPath {
                               std::size_t batch, bool accumulate) {
     ThreadPool& pool = ctx.threads();
     const std::size_t per_thread = (G::out_channels + pool.size() - 1) / pool.size();
-    pool.parallel_for(G::out_channels, per_thread, [&](std::size_t o0, std::size_t o1) {
-      T* col = cpu::detail::conv_scratch<T>(G::patch * G::out_plane).data();
-      if (!accumulate) {
-        std::fill(dw + o0 * G::patch, dw + o1 * G::patch, T(0));
-        if (db) std::fill(db + o0, db + o1, T(0));
-      }
-      for (std::size_t n = 0; n < batch; ++n) {
-        const T* dyn = dy + n * G::out_size;
-        for (std::size_t o = o0; db && o < o1; ++o) {
-          T s = 0;
-          for (std::size_t p = 0; p < G::out_plane; ++p) s += dyn[o * G::out_plane + p];
-          db[o] += s;
+    if (dw) {
+      pool.parallel_for(G::out_channels, per_thread, [&](std::size_t o0, std::size_t o1) {
+        T* col = cpu::detail::conv_scratch<T>(G::patch * G::out_plane).data();
+        if (!accumulate) {
+          std::fill(dw + o0 * G::patch, dw + o1 * G::patch, T(0));
+          if (db) std::fill(db + o0, db + o1, T(0));
         }
-        cpu::im2col<G>(x + n * G::in_size, col);
-        // dW (out, patch) += dY_n (out, plane) * col^T (plane, patch), rows o0..o1
-        cpu::gemm(false, true, o1 - o0, G::patch, G::out_plane, T(1), dyn + o0 * G::out_plane, G::out_plane, col,
-                  G::out_plane, T(1), dw + o0 * G::patch, G::patch);
-      }
-    });
+        for (std::size_t n = 0; n < batch; ++n) {
+          const T* dyn = dy + n * G::out_size;
+          for (std::size_t o = o0; db && o < o1; ++o) {
+            T s = 0;
+            for (std::size_t p = 0; p < G::out_plane; ++p) s += dyn[o * G::out_plane + p];
+            db[o] += s;
+          }
+          cpu::im2col<G>(x + n * G::in_size, col);
+          // dW (out, patch) += dY_n (out, plane) * col^T (plane, patch), rows o0..o1
+          cpu::gemm(false, true, o1 - o0, G::patch, G::out_plane, T(1), dyn + o0 * G::out_plane, G::out_plane, col,
+                    G::out_plane, T(1), dw + o0 * G::patch, G::patch);
+        }
+      });
+    }
     if (!dx) return;
     pool.parallel_for(batch, 1, [&](std::size_t lo, std::size_t hi) {
       T* dcol = cpu::detail::conv_scratch<T>(G::patch * G::out_plane).data();
@@ -115,7 +117,7 @@ struct Im2colPath : DirectPath {
     float* dyf = xf + batch * G::in_size;
     float* wf = cpu::detail::transient(cpu::detail::Transient::partials, G::out_channels * G::patch);
     float* dxf = dx ? cpu::detail::transient(cpu::detail::Transient::output, batch * G::in_size) : nullptr;
-    cpu::load_floats(isa, x, xf, batch * G::in_size);
+    if (dw) cpu::load_floats(isa, x, xf, batch * G::in_size);
     cpu::load_floats(isa, dy, dyf, batch * G::out_size);
     cpu::load_floats(isa, w, wf, G::out_channels * G::patch);
     im2col_backward<G>(ctx, xf, wf, dyf, dxf, dw, db, batch, accumulate);

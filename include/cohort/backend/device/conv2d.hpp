@@ -87,12 +87,14 @@ struct StoreBiasGradient {
     out[o] = accumulate ? A(double(out[o]) + sums[o]) : A(sums[o]);
   }
 };
-/// dx[n, c, h, w] = the sum of dcols over every (tap, output position) that read it.
+/// dx[n, c, h, w] = the sum of dcols over every (tap, output position) that read it, plus
+/// bias[c] when there is one (ConvTranspose2d's, added before the one rounding).
 template <class G, class T, class A>
 struct Col2Im {
   const A* dcols;
   T* dx;
   std::size_t batch;
+  const T* bias = nullptr;
   COHORT_HOST_DEVICE void operator()(std::size_t i) const {
     constexpr std::size_t P = G::out_plane, K = G::kernel, S = G::stride;
     const std::size_t np = batch * P, n = i / G::in_size, c = i % G::in_size / (G::in_h * G::in_w);
@@ -109,7 +111,7 @@ struct Col2Im {
         sum += dcols[r * np + n * P + p];
       }
     }
-    dx[i] = T(sum);
+    dx[i] = T(bias ? sum + A(bias[c]) : sum);
   }
 };
 } // namespace detail
@@ -182,18 +184,19 @@ struct Conv2dKernels {
       ws.bias_sums(ctx.policy(), G::out_channels, np, detail::DoubleOf<T>{ws.dyt.data()}, ws.bias_sum.data());
       for_each_index(ctx.policy(), G::out_channels, detail::StoreBiasGradient<A>{ws.bias_sum.data(), db, accumulate});
     }
-    ctx.gemm(GemmArgs<T, A>{.trans_b = true,
-                            .m = G::out_channels,
-                            .n = G::patch,
-                            .k = np,
-                            .alpha = 1,
-                            .a = ws.dyt.data(),
-                            .lda = np,
-                            .b = ws.cols.data(),
-                            .ldb = np,
-                            .beta = accumulate ? 1.f : 0.f,
-                            .c = dw,
-                            .ldc = G::patch});
+    if (dw)
+      ctx.gemm(GemmArgs<T, A>{.trans_b = true,
+                              .m = G::out_channels,
+                              .n = G::patch,
+                              .k = np,
+                              .alpha = 1,
+                              .a = ws.dyt.data(),
+                              .lda = np,
+                              .b = ws.cols.data(),
+                              .ldb = np,
+                              .beta = accumulate ? 1.f : 0.f,
+                              .c = dw,
+                              .ldc = G::patch});
     if (!dx) return;
     ws.scratch.resize_uninitialized(G::patch * np);
     ctx.gemm(GemmArgs<T, A>{.trans_a = true,

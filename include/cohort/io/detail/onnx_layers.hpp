@@ -16,6 +16,7 @@
 #include "cohort/layers/batch_norm2d.hpp"
 #include "cohort/layers/concat.hpp"
 #include "cohort/layers/conv2d.hpp"
+#include "cohort/layers/conv_transpose2d.hpp"
 #include "cohort/layers/depthwise_conv2d.hpp"
 #include "cohort/layers/dropout.hpp"
 #include "cohort/layers/flatten.hpp"
@@ -71,6 +72,23 @@ struct onnx_layer<Conv2d<In, Out, K, S, P, Options...>>
 };
 template <std::size_t C, std::size_t K, std::size_t S, std::size_t P, bool Bias>
 struct onnx_layer<DepthwiseConv2d<C, K, S, P, Bias>> : onnx_conv<K, S, P, Bias, C> {};
+
+/// ConvTranspose2d as torch.onnx writes it: ConvTranspose with the same weight layout (In, Out,
+/// K, K) and output_padding as an attribute (the output size follows from it, as torch's).
+template <std::size_t In, std::size_t Out, std::size_t K, std::size_t S, std::size_t P, std::size_t OutPad, bool Bias>
+struct onnx_layer<ConvTranspose2d<In, Out, K, S, P, OutPad, Bias>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    std::vector<std::string> inputs{x, at.tensor(g, "weight")};
+    if constexpr (Bias) inputs.push_back(at.tensor(g, "bias"));
+    using A = OnnxAttribute;
+    return g.node("ConvTranspose", at.scope, std::move(inputs),
+                  {A::integers("dilations", onnx_pair(1)), A::integer("group", 1),
+                   A::integers("kernel_shape", onnx_pair(K)), A::integers("output_padding", onnx_pair(OutPad)),
+                   A::integers("pads", onnx_pads(P)), A::integers("strides", onnx_pair(S))});
+  }
+};
 
 /// BatchNorm2d and BatchNorm1d: the same operator (it normalises axis 1 of any rank).
 struct onnx_batch_norm {
