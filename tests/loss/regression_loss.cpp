@@ -21,7 +21,7 @@ namespace {
 using Image = Shape<3, 4, 5>;
 
 template <class Loss>
-void check_fixture(const std::string& name, Loss loss) {
+void check_regression_fixture(const std::string& name, Loss loss) {
   CAPTURE(name);
   const auto f = fixture(name);
   const auto x = f.values<float>("x");
@@ -34,7 +34,7 @@ void check_fixture(const std::string& name, Loss loss) {
 }
 
 template <class Loss>
-void gradcheck(Loss loss, const std::string& what) {
+void gradcheck_regression(Loss loss, const std::string& what) {
   std::mt19937_64 gen(11);
   std::normal_distribution<double> normal;
   std::vector<double> x(2 * 12), t(x.size());
@@ -51,19 +51,19 @@ void gradcheck(Loss loss, const std::string& what) {
 } // namespace
 
 TEST_CASE("regression losses: MSELoss, L1Loss, SmoothL1Loss(beta 0.5) and HuberLoss(delta 0.7) match PyTorch") {
-  check_fixture("loss_mse", MSELoss<float>{});
-  check_fixture("loss_l1", L1Loss<float>{});
-  check_fixture("loss_smooth_l1", SmoothL1Loss<float>({.beta = 0.5}));
-  check_fixture("loss_huber", HuberLoss<float>({.delta = 0.7}));
+  check_regression_fixture("loss_mse", MSELoss<float>{});
+  check_regression_fixture("loss_l1", L1Loss<float>{});
+  check_regression_fixture("loss_smooth_l1", SmoothL1Loss<float>({.beta = 0.5}));
+  check_regression_fixture("loss_huber", HuberLoss<float>({.delta = 0.7}));
 }
 
 TEST_CASE("regression losses: gradients match finite differences (both sides of SmoothL1's and Huber's knees)") {
   // |d| is spread over (0.05, 3): some elements inside beta/delta, some outside.
-  gradcheck(MSELoss<double>{}, "MSELoss dx");
-  gradcheck(L1Loss<double>{}, "L1Loss dx");
-  gradcheck(SmoothL1Loss<double>({.beta = 0.8}), "SmoothL1Loss dx");
-  gradcheck(HuberLoss<double>({.delta = 0.6}), "HuberLoss dx");
-  gradcheck(SmoothL1Loss<double>({.beta = 0}), "SmoothL1Loss(beta 0) dx");
+  gradcheck_regression(MSELoss<double>{}, "MSELoss dx");
+  gradcheck_regression(L1Loss<double>{}, "L1Loss dx");
+  gradcheck_regression(SmoothL1Loss<double>({.beta = 0.8}), "SmoothL1Loss dx");
+  gradcheck_regression(HuberLoss<double>({.delta = 0.6}), "HuberLoss dx");
+  gradcheck_regression(SmoothL1Loss<double>({.beta = 0}), "SmoothL1Loss(beta 0) dx");
 }
 
 TEST_CASE("regression losses: SmoothL1 with beta 0 is L1, and the mean runs over every element of the batch") {
