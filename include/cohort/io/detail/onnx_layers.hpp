@@ -51,8 +51,11 @@ inline std::vector<std::int64_t> onnx_pair(std::size_t v) { return {std::int64_t
 inline std::vector<std::int64_t> onnx_pads(std::size_t p) { return std::vector<std::int64_t>(4, std::int64_t(p)); }
 
 /// A square Conv of `Groups` groups (Conv2d's groups; the channel count: DepthwiseConv2d, as torch.onnx
-/// writes Conv2d(C, C, groups=C)); the bias input only with Bias.
-template <std::size_t K, std::size_t S, std::size_t P, bool Bias, std::size_t Groups>
+/// writes Conv2d(C, C, groups=C)); the bias input only with Bias. `Transposed`: ConvTranspose
+/// instead, as torch.onnx writes ConvTranspose2d (the same weight layout (In, Out, K, K), and
+/// output_padding as an attribute: the output size follows from it, as torch's).
+template <std::size_t K, std::size_t S, std::size_t P, bool Bias, std::size_t Groups, bool Transposed = false,
+          std::size_t OutPad = 0>
 struct onnx_conv {
   static constexpr bool mapped = true;
   template <class Bound>
@@ -60,10 +63,13 @@ struct onnx_conv {
     std::vector<std::string> inputs{x, at.tensor(g, "weight")};
     if constexpr (Bias) inputs.push_back(at.tensor(g, "bias"));
     using A = OnnxAttribute;
-    return g.node("Conv", at.scope, std::move(inputs),
-                  {A::integers("dilations", onnx_pair(1)), A::integer("group", std::int64_t(Groups)),
-                   A::integers("kernel_shape", onnx_pair(K)), A::integers("pads", onnx_pads(P)),
-                   A::integers("strides", onnx_pair(S))});
+    std::vector<OnnxAttribute> attributes{A::integers("dilations", onnx_pair(1)),
+                                          A::integer("group", std::int64_t(Groups)),
+                                          A::integers("kernel_shape", onnx_pair(K))};
+    if constexpr (Transposed) attributes.push_back(A::integers("output_padding", onnx_pair(OutPad)));
+    attributes.push_back(A::integers("pads", onnx_pads(P)));
+    attributes.push_back(A::integers("strides", onnx_pair(S)));
+    return g.node(Transposed ? "ConvTranspose" : "Conv", at.scope, std::move(inputs), std::move(attributes));
   }
 };
 template <std::size_t In, std::size_t Out, std::size_t K, std::size_t S, std::size_t P, auto... Options>
@@ -72,23 +78,8 @@ struct onnx_layer<Conv2d<In, Out, K, S, P, Options...>>
 };
 template <std::size_t C, std::size_t K, std::size_t S, std::size_t P, bool Bias>
 struct onnx_layer<DepthwiseConv2d<C, K, S, P, Bias>> : onnx_conv<K, S, P, Bias, C> {};
-
-/// ConvTranspose2d as torch.onnx writes it: ConvTranspose with the same weight layout (In, Out,
-/// K, K) and output_padding as an attribute (the output size follows from it, as torch's).
 template <std::size_t In, std::size_t Out, std::size_t K, std::size_t S, std::size_t P, std::size_t OutPad, bool Bias>
-struct onnx_layer<ConvTranspose2d<In, Out, K, S, P, OutPad, Bias>> {
-  static constexpr bool mapped = true;
-  template <class Bound>
-  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
-    std::vector<std::string> inputs{x, at.tensor(g, "weight")};
-    if constexpr (Bias) inputs.push_back(at.tensor(g, "bias"));
-    using A = OnnxAttribute;
-    return g.node("ConvTranspose", at.scope, std::move(inputs),
-                  {A::integers("dilations", onnx_pair(1)), A::integer("group", 1),
-                   A::integers("kernel_shape", onnx_pair(K)), A::integers("output_padding", onnx_pair(OutPad)),
-                   A::integers("pads", onnx_pads(P)), A::integers("strides", onnx_pair(S))});
-  }
-};
+struct onnx_layer<ConvTranspose2d<In, Out, K, S, P, OutPad, Bias>> : onnx_conv<K, S, P, Bias, 1, true, OutPad> {};
 
 /// BatchNorm2d and BatchNorm1d: the same operator (it normalises axis 1 of any rank).
 struct onnx_batch_norm {
