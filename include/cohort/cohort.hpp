@@ -29,6 +29,7 @@
 #include "cohort/layers/flatten.hpp"
 #include "cohort/layers/gated.hpp"
 #include "cohort/layers/gelu.hpp"
+#include "cohort/layers/group_norm.hpp"
 #include "cohort/layers/hardsigmoid.hpp"
 #include "cohort/layers/hardswish.hpp"
 #include "cohort/layers/leaky_relu.hpp"

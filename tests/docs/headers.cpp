@@ -189,6 +189,13 @@ static_assert(std::is_same_v<Odd::output_shape, Shape<4, 14, 14>>);
 static_assert(std::is_same_v<NoBias::output_shape, Shape<8, 5, 5>>);
 } // namespace example_layers_conv_transpose2d
 
+namespace example_layers_group_norm {
+//! [layers/group_norm]
+using Block = Sequential<Input<3, 64, 64>, Conv2d<3, 32, 3, 1, 1, false>, GroupNorm<8, 32>, ReLU>;
+//! [layers/group_norm]
+static_assert(Block::parameter_count == 3 * 32 * 9 + 2 * 32);
+} // namespace example_layers_group_norm
+
 namespace example_layers_concat {
 //! [layers/concat]
 using Level = Concat<Identity, Branch<MaxPool2d<2>, Conv2d<8, 16, 3, 1, 1>, ReLU, Upsample<2>>>;
@@ -202,7 +209,11 @@ namespace example_models_unet {
 //! [models/unet]
 using Net = cohort::models::UNet<cohort::Shape<1, 28, 28>, 11>;   // -> Shape<11, 28, 28>
 using Deeper = cohort::models::UNet<cohort::Shape<3, 64, 64>, 2, 32, 4>;
+using Paper = cohort::models::UNet<cohort::Shape<1, 64, 64>, 2, 16, 3,             //
+                                   cohort::models::UNetUpsampling::transposed,   //
+                                   cohort::models::UNetNorm::group>;
 //! [models/unet]
+static_assert(std::is_same_v<Paper::output_shape, Shape<2, 64, 64>>);
 static_assert(std::is_same_v<Net::output_shape, Shape<11, 28, 28>>);
 } // namespace example_models_unet
 

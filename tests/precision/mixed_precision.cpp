@@ -214,6 +214,8 @@ TEST_CASE("MixedPrecision: the residual networks' layers in 16 bits are the floa
   check_layer<Sequential<Input<4, 5, 6>, ConvTranspose2d<4, 6, 2, 2, 0, 0, false>>>("ConvTranspose2d 2x2 stride 2");
   check_layer<Sequential<Input<4, 5, 6>, ConvTranspose2d<4, 4, 3, 1, 1, 0, false>>>("ConvTranspose2d 3x3");
   check_layer<Sequential<Input<4, 5, 6>, ConvTranspose2d<4, 6, 3, 2, 1, 1>>>("ConvTranspose2d with bias");
+  check_layer<Sequential<Input<4, 5, 6>, GroupNorm<2, 4>>>("GroupNorm");
+  check_layer<Sequential<Input<6, 3, 3>, GroupNorm<1, 6>>>("GroupNorm, one group");
 }
 
 TEST_CASE("MixedPrecision: squeeze-and-excitation (Gated) in 16 bits agrees with float") {

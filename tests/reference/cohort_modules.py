@@ -9,6 +9,8 @@ from them; torch_roundtrip.py sends weights both ways).
                                     torch.cat([first(x), second(x)], 1); tensors "first.<i>.*",
                                     "second.<i>.*" (none for an identity, given as None)
 """
+import math
+
 import torch
 import torch.nn as nn
 
@@ -123,21 +125,28 @@ def mobilenet_v2_small(channels=1, classes=10, dropout=0.2):
     return m
 
 
-def _double_conv(c_in, c_out):
-    return [nn.Conv2d(c_in, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(),
-            nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+def _unet_norm(c, norm):
+    return nn.BatchNorm2d(c) if norm == "batch" else nn.GroupNorm(math.gcd(c, 8), c)
 
 
-def unet_level(c, depth):
-    """cohort::models::UNetLevel<c, depth>: Concat(identity, pool, 2 convs, [inner level, 2 convs], upsample)."""
-    layers = [nn.MaxPool2d(2)] + _double_conv(c, 2 * c)
+def _unet_double_conv(c_in, c_out, norm):
+    return [nn.Conv2d(c_in, c_out, 3, 1, 1, bias=False), _unet_norm(c_out, norm), nn.ReLU(),
+            nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False), _unet_norm(c_out, norm), nn.ReLU()]
+
+
+def unet_level(c, depth, up="bilinear", norm="batch"):
+    """cohort::models::UNetLevel<c, depth, up, norm>: Concat(identity, pool, 2 convs, [inner level, 2 convs],
+    upsample); up "bilinear" or "transposed" (ConvTranspose2d(2c, 2c, 2, 2)), norm "batch" or "group"
+    (GroupNorm(gcd(c, 8), c))."""
+    layers = [nn.MaxPool2d(2)] + _unet_double_conv(c, 2 * c, norm)
     if depth > 1:
-        layers += [unet_level(2 * c, depth - 1)] + _double_conv(6 * c, 2 * c)
-    layers.append(nn.Upsample(scale_factor=2, mode="bilinear"))
+        layers += [unet_level(2 * c, depth - 1, up, norm)] + _unet_double_conv(6 * c, 2 * c, norm)
+    layers.append(nn.Upsample(scale_factor=2, mode="bilinear") if up == "bilinear"
+                  else nn.ConvTranspose2d(2 * c, 2 * c, 2, 2))
     return Concat(None, nn.Sequential(*layers))
 
 
-def unet(in_channels, classes, width=16, depth=2):
-    """cohort::models::UNet<Shape<in_channels, H, W>, classes, width, depth>."""
-    return nn.Sequential(*_double_conv(in_channels, width), unet_level(width, depth),
-                         *_double_conv(3 * width, width), nn.Conv2d(width, classes, 1))
+def unet(in_channels, classes, width=16, depth=2, up="bilinear", norm="batch"):
+    """cohort::models::UNet<Shape<in_channels, H, W>, classes, width, depth, up, norm>."""
+    return nn.Sequential(*_unet_double_conv(in_channels, width, norm), unet_level(width, depth, up, norm),
+                         *_unet_double_conv(3 * width, width, norm), nn.Conv2d(width, classes, 1))

@@ -437,6 +437,12 @@ def make_dense(out):
             ("group_norm_offset", nn.GroupNorm(2, 4, eps=1e-3), (2, 4, 6, 6), 5.0, 63)):
         layer_case(out, name, gn, randn(g5, *shape) + np.float32(offset), seed, {"layer": repr(gn)},
                    set_state=random_affine)
+    # models::UNetLevel<8, 2, transposed, group>: the paper's U-Net levels (ConvTranspose2d
+    # up-convolutions, GroupNorm(8, C) after every 3x3 convolution).
+    g6 = rng(11)
+    layer_case(out, "block_unet_level_c8_d2_transposed_group", unet_level(8, 2, "transposed", "group"),
+               randn(g6, 2, 8, 8, 8), 64, {"layer": "models::UNetLevel<8,2,transposed,group>"},
+               set_state=random_module)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@
 For models A, B, C, D, ResNet-20 and "mixed" (the layer kinds those leave out: GELU, SiLU,
 LeakyReLU, AvgPool2d, BatchNorm1d, a Bottleneck block, a block inside a branch) and "efficient"
 (depthwise Conv with group, ReLU6 as Clip, HardSwish, HardSigmoid, Tanh, Sigmoid) and "dense"
-(Concat blocks, Upsample as Resize: nearest, linear half-pixel and align_corners), HELPER
+(Concat blocks, Upsample as Resize: nearest, linear half-pixel and align_corners, GroupNorm as
+Reshape + InstanceNormalization, ConvTranspose), HELPER
 (tests/tools/onnx_export.cpp) trains one SGD step, exports model.onnx and cohort's eval-mode
 output on a batch. The file must pass onnx.checker (when onnx is installed) and onnxruntime's
 CPU provider must reproduce the output within 1e-5 * max(1, max|output|), for batches of 5 and

@@ -3,8 +3,9 @@
 
     python3 tests/reference/torch_roundtrip.py HELPER WORKDIR
 
-For model B, ResNet-20 (its blocks' nested names, cohort_modules.resnet20) and the CIFAR ResNet-20
-(models::CifarResNet20, 3x32x32 inputs):
+For model B, ResNet-20 (its blocks' nested names, cohort_modules.resnet20), the CIFAR ResNet-20
+(models::CifarResNet20, 3x32x32 inputs) and two U-Nets (cohort_modules.unet: Concat's nested
+names; bilinear with BatchNorm, and ConvTranspose2d with GroupNorm, which has no counter):
 1. cohort writes the model's weights (state_dict names, F32 and I64 num_batches_tracked);
    PyTorch loads them into its twin with load_state_dict(strict=True) and must compute
    cohort's output (eval mode) on the same batch.
@@ -33,8 +34,8 @@ def model_b():
 
 
 def roundtrip(helper, work, name, m, counter, image=(1, 28, 28)):
-    """Both ways for one model; `counter`: a num_batches_tracked key it holds; `image`: its input's
-    (C, H, W). Returns 0 on success."""
+    """Both ways for one model; `counter`: a num_batches_tracked key it holds (None: it has no
+    BatchNorm); `image`: its input's (C, H, W). Returns 0 on success."""
     x = torch.from_numpy(np.random.default_rng(0).random((6, *image), dtype=np.float32))
     save_file({"x": x}, os.path.join(work, "x.safetensors"))
 
@@ -43,11 +44,11 @@ def roundtrip(helper, work, name, m, counter, image=(1, 28, 28)):
                     os.path.join(work, "x.safetensors"), os.path.join(work, "cohort_y.safetensors")], check=True)
     sd = load_file(os.path.join(work, "cohort_w.safetensors"))
     m.load_state_dict(sd, strict=True)
-    assert sd[counter].dtype == torch.int64 and int(sd[counter]) == 1
+    assert counter is None or (sd[counter].dtype == torch.int64 and int(sd[counter]) == 1)
     m.eval()
     with torch.no_grad():
         y = m(x)
-    ref = load_file(os.path.join(work, "cohort_y.safetensors"))["y"]
+    ref = load_file(os.path.join(work, "cohort_y.safetensors"))["y"].reshape(y.shape)
     err = float((y - ref).abs().max() / ref.abs().max())
     print(f"{name}: PyTorch on cohort-written weights: worst difference {err:.3g} of the largest output")
     if err > 1e-5:
@@ -72,10 +73,13 @@ def main():
     os.makedirs(work, exist_ok=True)
     torch.set_num_threads(1)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from cohort_modules import resnet20
+    from cohort_modules import resnet20, unet
     return (roundtrip(helper, work, "B", model_b(), "1.num_batches_tracked")
             or roundtrip(helper, work, "resnet20", resnet20(), "3.body.1.num_batches_tracked")
-            or roundtrip(helper, work, "cifar20", resnet20(in_channels=3), "3.body.1.num_batches_tracked", (3, 32, 32)))
+            or roundtrip(helper, work, "cifar20", resnet20(in_channels=3), "3.body.1.num_batches_tracked", (3, 32, 32))
+            or roundtrip(helper, work, "unet", unet(1, 3, 4, 2), "6.second.7.second.2.num_batches_tracked",
+                         (1, 16, 16))
+            or roundtrip(helper, work, "unet_paper", unet(1, 3, 8, 2, "transposed", "group"), None, (1, 16, 16)))
 
 
 if __name__ == "__main__":

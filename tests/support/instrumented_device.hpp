@@ -102,6 +102,8 @@ struct ops::PoolKernels<test::InstrumentedDevice> : device::PoolKernels<test::In
 template <>
 struct ops::UpsampleKernels<test::InstrumentedDevice> : device::UpsampleKernels<test::InstrumentedDevice> {};
 template <>
+struct ops::GroupNormKernels<test::InstrumentedDevice> : device::GroupNormKernels<test::InstrumentedDevice> {};
+template <>
 struct ops::BatchNormKernels<test::InstrumentedDevice> : device::BatchNormKernels<test::InstrumentedDevice> {};
 template <>
 struct ops::ElementwiseKernels<test::InstrumentedDevice> : device::ElementwiseKernels<test::InstrumentedDevice> {};

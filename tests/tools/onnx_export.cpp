@@ -6,7 +6,7 @@
 //       AvgPool2d, BatchNorm1d, padded MaxPool2d, a Bottleneck block, a block inside a branch), or
 //       efficient (grouped and depthwise convolutions, ReLU6, Hardswish, Hardsigmoid, Tanh, Sigmoid),
 //       or dense (Concat blocks, Upsample nearest and bilinear with and without align_corners,
-//       ConvTranspose2d).
+//       ConvTranspose2d, GroupNorm).
 //       Builds Network<MODEL>(seed 11), takes one SGD step on a deterministic batch, then (models
 //       with BatchNorm) 20 more training-mode forward passes, so that the running statistics are
 //       those of the data rather than their defaults (which after one step would shrink every
@@ -50,7 +50,7 @@ using Efficient =
                Conv2d<8, 8, 1, 1, 0, Groups{4}>, AvgPool2d<2>, Flatten, Linear<32, 10>, Sigmoid>;  // 10..14
 
 // Dense prediction's layers (issue 38): Concat blocks (an Identity branch, two real branches, one
-// nested in the other), Upsample in its three modes (Resize) and ConvTranspose2d with
+// nested in the other), Upsample in its three modes (Resize), GroupNorm and ConvTranspose2d with
 // output_padding, ending in a classifier so that the helper's training step applies.
 using Dense =
     Sequential<Input<3, 16, 16>,                            //
@@ -60,8 +60,8 @@ using Dense =
                              Concat<Branch<Conv2d<8, 4, 1>>, Branch<MaxPool2d<2>, Conv2d<8, 4, 3, 1, 1>, Tanh,
                                                                     Upsample<2, UpsampleMode::bilinear, true>>>,
                              Upsample<2, UpsampleMode::bilinear>>>,
-               Conv2d<16, 4, 3, 1, 1>, Upsample<2>, ConvTranspose2d<4, 4, 3, 2, 1, 1>, // 4..6
-               AvgPool2d<8>, Flatten, Linear<256, 10>>;                                // 7..9
+               Conv2d<16, 4, 3, 1, 1>, GroupNorm<2, 4>, Upsample<2>,                       // 4..6
+               ConvTranspose2d<4, 4, 3, 2, 1, 1>, AvgPool2d<8>, Flatten, Linear<256, 10>>; // 7..10
 
 // A deterministic batch with values of both signs, about unit scale.
 std::vector<float> batch_of(std::size_t n, std::size_t size, std::uint64_t salt) {

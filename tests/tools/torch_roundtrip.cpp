@@ -1,11 +1,12 @@
 // Helper of tests/reference/torch_roundtrip.py: writes cohort weights for PyTorch to load, and
 // checks weights PyTorch wrote.
 //
-//   torch_roundtrip B|resnet20|cifar20 export OUT.safetensors INPUT.safetensors OUTPUT.safetensors
-//       model B, ResNet-20 or the CIFAR ResNet-20 (3x32x32) (seed 11, one training step so
-//       BatchNorm statistics are not the defaults) saved with save_weights; its eval-mode output
-//       on the input batch written beside it
-//   torch_roundtrip B|resnet20|cifar20 check WEIGHTS.safetensors INPUT.safetensors EXPECTED.safetensors
+//   torch_roundtrip MODEL export OUT.safetensors INPUT.safetensors OUTPUT.safetensors
+//       MODEL: B, resnet20, cifar20 (the CIFAR ResNet-20, 3x32x32), unet (models::UNet<1x16x16,
+//       3 classes, width 4, depth 2>) or unet_paper (the same with transposed up-convolutions and
+//       GroupNorm, width 8) (seed 11, one training step so BatchNorm statistics are not the
+//       defaults) saved with save_weights; its eval-mode output on the input batch written beside it
+//   torch_roundtrip MODEL check WEIGHTS.safetensors INPUT.safetensors EXPECTED.safetensors
 //       loads PyTorch-written weights (strict), runs eval mode, compares with PyTorch's output
 
 #include <cmath>
@@ -14,8 +15,10 @@
 #include <vector>
 
 #include <cohort/cohort.hpp>
+#include <cohort/loss/pixel_cross_entropy_loss.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
+#include <cohort/models/unet.hpp>
 
 using namespace cohort;
 
@@ -29,11 +32,20 @@ int run(char** argv) {
   const std::size_t batch = input.size() / In::size;
   Network<Net> net(11);
   if (mode == "export") {
-    CrossEntropyLoss ce;
-    std::vector<std::int32_t> labels(batch);
-    for (std::size_t i = 0; i < batch; ++i) labels[i] = std::int32_t(i % 10);
-    ce.forward(net.forward(ConstBatchView<In, float>(input.data(), batch)), labels);
-    net.backward(ce.backward());
+    if constexpr (ImageShape<Out>) { // a dense model: a class per pixel
+      PixelCrossEntropyLoss<float> ce;
+      constexpr std::size_t classes = Out::extents[0], pixels = Out::extents[1] * Out::extents[2];
+      std::vector<std::int32_t> labels(batch * pixels);
+      for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = std::int32_t(i * 7 % 5 % classes);
+      ce.forward(net.forward(ConstBatchView<In, float>(input.data(), batch)), labels);
+      net.backward(ce.backward());
+    } else {
+      CrossEntropyLoss ce;
+      std::vector<std::int32_t> labels(batch);
+      for (std::size_t i = 0; i < batch; ++i) labels[i] = std::int32_t(i % 10);
+      ce.forward(net.forward(ConstBatchView<In, float>(input.data(), batch)), labels);
+      net.backward(ce.backward());
+    }
     Sgd({.lr = 0.1}).step(net);
     save_weights(argv[2], net.parameters());
     net.eval();
@@ -62,6 +74,10 @@ int main(int argc, char** argv) {
   if (model == "B") return run<models::ModelB>(argv + 1);
   if (model == "resnet20") return run<models::ResNet20>(argv + 1);
   if (model == "cifar20") return run<models::CifarResNet20>(argv + 1);
-  std::fprintf(stderr, "usage: torch_roundtrip B|resnet20|cifar20 export|check WEIGHTS INPUT OUTPUT\n");
+  if (model == "unet") return run<models::UNet<Shape<1, 16, 16>, 3, 4, 2>>(argv + 1);
+  if (model == "unet_paper")
+    return run<models::UNet<Shape<1, 16, 16>, 3, 8, 2, models::UNetUpsampling::transposed, models::UNetNorm::group>>(
+        argv + 1);
+  std::fprintf(stderr, "usage: torch_roundtrip B|resnet20|cifar20|unet|unet_paper export|check WEIGHTS INPUT OUTPUT\n");
   return 2;
 }

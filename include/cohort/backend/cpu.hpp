@@ -13,6 +13,7 @@
 #include "cohort/backend/cpu/depthwise_conv2d.hpp"
 #include "cohort/backend/cpu/elementwise.hpp"
 #include "cohort/backend/cpu/gemm.hpp"
+#include "cohort/backend/cpu/group_norm.hpp"
 #include "cohort/backend/cpu/linear.hpp"
 #include "cohort/backend/cpu/pool.hpp"
 #include "cohort/backend/cpu/softmax.hpp"

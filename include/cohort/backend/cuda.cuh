@@ -35,6 +35,7 @@
 #include "cohort/backend/device/device_buffer.hpp"
 #include "cohort/backend/device/elementwise.hpp"
 #include "cohort/backend/device/errors.hpp"
+#include "cohort/backend/device/group_norm.hpp"
 #include "cohort/backend/device/linear.hpp"
 #include "cohort/backend/device/pool.hpp"
 #include "cohort/backend/device/replica_all_reduce.hpp"
@@ -130,6 +131,8 @@ template <>
 struct ops::PoolKernels<Cuda> : device::PoolKernels<Cuda> {};
 template <>
 struct ops::UpsampleKernels<Cuda> : device::UpsampleKernels<Cuda> {};
+template <>
+struct ops::GroupNormKernels<Cuda> : device::GroupNormKernels<Cuda> {};
 template <>
 struct ops::BatchNormKernels<Cuda> : device::BatchNormKernels<Cuda> {};
 template <>

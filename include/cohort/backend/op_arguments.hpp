@@ -105,6 +105,19 @@ struct BatchNormBackwardArgs {
   const T* relu_y = nullptr; // a fused ReLU's output: dy counts only where it is > 0
 };
 
+/// GroupNormKernels::backward: with the statistics the forward pass saved in the workspace.
+template <class T>
+struct GroupNormBackwardArgs {
+  const T* x = nullptr;
+  const accumulator_t<T>* gamma = nullptr; // scale, one per channel
+  const T* dy = nullptr;                   // gradient of the output
+  T* dx = nullptr;                         // gradient of the input, written; null: not wanted
+  accumulator_t<T>* dgamma = nullptr;      // written or accumulated
+  accumulator_t<T>* dbeta = nullptr;
+  std::size_t batch = 0;
+  bool accumulate = false; // add to dgamma and dbeta instead of overwriting them
+};
+
 /// BatchNormKernels::backward_relu_pool: the backward pass of BatchNorm2d -> ReLU -> MaxPool2d.
 template <class T>
 struct BatchNormReluPoolBackwardArgs {

@@ -57,6 +57,15 @@ struct ConvTranspose2dGeometry {
   static_assert(adjoint::out_h == H && adjoint::out_w == W);
 };
 
+/// Geometry of one GroupNorm layer: Channels in Groups of Channels / Groups, each channel
+/// Plane values per sample (H * W; 1 for (N, C) inputs).
+template <std::size_t Channels, std::size_t Groups, std::size_t Plane>
+struct GroupNormGeometry {
+  static_assert(Groups >= 1 && Channels % Groups == 0, "GroupNormGeometry: Groups must divide Channels");
+  static constexpr std::size_t channels = Channels, groups = Groups, plane = Plane;
+  static constexpr std::size_t channels_per_group = Channels / Groups, size = Channels * Plane;
+};
+
 /// Geometry of one pooling layer (MaxPool2d, AvgPool2d, AdaptiveAvgPool2d).
 template <std::size_t C, std::size_t H, std::size_t W, std::size_t K, std::size_t S, std::size_t P>
 struct Pool2dGeometry {
@@ -131,6 +140,10 @@ struct PoolKernels; // defined by each backend
 /// BatchNorm2d and BatchNorm1d in training and evaluation mode.
 template <class Backend>
 struct BatchNormKernels; // defined by each backend
+/// GroupNorm over a GroupNormGeometry: forward (the same in training and evaluation: there are no
+/// running statistics) and backward (GroupNormBackwardArgs).
+template <class Backend>
+struct GroupNormKernels; // defined by each backend
 /// Upsample (nearest, bilinear) by an integer scale over an UpsampleGeometry
 /// (backend/upsample_rules.hpp): forward and the input gradient.
 template <class Backend>
@@ -176,7 +189,8 @@ concept BackendProtocol = requires {
 &&ops::defined_family<ops::Conv2dKernels<B>>&& ops::defined_family<ops::ConvTranspose2dKernels<B>>&&
     ops::defined_family<ops::DepthwiseConv2dKernels<B>>&& ops::defined_family<ops::LinearKernels<B>>&&
         ops::defined_family<ops::PoolKernels<B>>&& ops::defined_family<ops::UpsampleKernels<B>>&&
-            ops::defined_family<ops::BatchNormKernels<B>>&& ops::defined_family<ops::ElementwiseKernels<B>>&&
-                ops::defined_family<ops::ActivationKernels<B>>&& ops::defined_family<ops::SoftmaxKernels<B>>;
+            ops::defined_family<ops::BatchNormKernels<B>>&& ops::defined_family<ops::GroupNormKernels<B>>&&
+                ops::defined_family<ops::ElementwiseKernels<B>>&& ops::defined_family<ops::ActivationKernels<B>>&&
+                    ops::defined_family<ops::SoftmaxKernels<B>>;
 
 } // namespace cohort

@@ -29,6 +29,7 @@
 #include "cohort/backend/device/elementwise.hpp"
 #include "cohort/backend/device/errors.hpp"
 #include "cohort/backend/device/gemm.hpp"
+#include "cohort/backend/device/group_norm.hpp"
 #include "cohort/backend/device/linear.hpp"
 #include "cohort/backend/device/pool.hpp"
 #include "cohort/backend/device/replica_all_reduce.hpp"
@@ -79,6 +80,8 @@ template <>
 struct ops::PoolKernels<ThrustDevice> : device::PoolKernels<ThrustDevice> {};
 template <>
 struct ops::UpsampleKernels<ThrustDevice> : device::UpsampleKernels<ThrustDevice> {};
+template <>
+struct ops::GroupNormKernels<ThrustDevice> : device::GroupNormKernels<ThrustDevice> {};
 template <>
 struct ops::BatchNormKernels<ThrustDevice> : device::BatchNormKernels<ThrustDevice> {};
 template <>

@@ -22,7 +22,10 @@
 ///
 ///     Conv2d            Conv (kernel_shape, strides, pads, group; bias input only with a bias)
 ///     DepthwiseConv2d   Conv (group = Channels)
+///     ConvTranspose2d   ConvTranspose (kernel_shape, strides, pads, output_padding)
 ///     BatchNorm2d/1d    BatchNormalization (epsilon = Eps, momentum = 1 - Momentum)
+///     GroupNorm         Reshape (N, Groups, -1), InstanceNormalization, Reshape back, Mul, Add
+///                       (no GroupNormalization operator before opset 18)
 ///     ReLU / LeakyReLU  Relu / LeakyRelu (alpha = NegativeSlope)
 ///     GELU              x * 0.5 * (1 + Erf(x / sqrt(2))) as Div, Erf, Add, Mul, Mul (no Gelu
 ///                       operator before opset 20)
@@ -36,6 +39,9 @@
 ///     Flatten           Flatten (axis 1);   Linear: Gemm (transB = 1);   LogSoftmax: axis 1
 ///     Residual          the body's nodes, the shortcut's (none for Identity), then Add
 ///     Gated             the gate's nodes, then Mul (the gate's (N, C, 1, 1) broadcast)
+///     Concat            each branch's nodes (none for Identity), then Concat (axis 1)
+///     Upsample          Resize with constant scales: nearest as "asymmetric" + "floor",
+///                       bilinear as "linear" with "pytorch_half_pixel" or "align_corners"
 ///
 /// A layer without a mapping is a compile error naming its position and type.
 ///

@@ -55,11 +55,7 @@ struct BoundBatchNorm {
   /// that is the float master copy (Apex O2 keeps BatchNorm in fp32).
   template <class Args>
   static const auto* weights(const Args& a) {
-    using T = std::remove_cvref_t<decltype(*a.params)>;
-    if constexpr (std::is_same_v<T, accumulator_t<T>>)
-      return a.master ? a.master : a.params;
-    else
-      return a.master; // always given for 16-bit storage (the engines pass it)
+    return float_parameters(a);
   }
 
   /// Whether the backend can apply a following ReLU inside this layer's kernels.

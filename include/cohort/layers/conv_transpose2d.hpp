@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "cohort/backend/ops.hpp"
+#include "cohort/layers/detail/conv_parameters.hpp"
 #include "cohort/layers/layer.hpp"
 
 namespace cohort {
@@ -74,19 +75,11 @@ struct ConvTranspose2d {
     static constexpr std::size_t fan_in = OutChannels * Kernel * Kernel;
     static constexpr TensorSpec weight_spec{
         "weight", 4, {InChannels, OutChannels, Kernel, Kernel}, Init::uniform_fan_in, fan_in};
-    static constexpr auto parameters = [] {
-      if constexpr (Bias)
-        return std::array<TensorSpec, 2>{{weight_spec, {"bias", 1, {OutChannels}, Init::uniform_fan_in, fan_in}}};
-      else
-        return std::array<TensorSpec, 1>{{weight_spec}};
-    }();
+    static constexpr auto parameters = detail::weight_and_bias<Bias>(weight_spec, OutChannels);
     static constexpr auto offsets = packed_offsets(parameters);
     template <class P>
     static P* bias(P* slice) {
-      if constexpr (Bias)
-        return slice + offsets[1];
-      else
-        return nullptr;
+      return detail::bias_in<Bias>(slice, offsets);
     }
 
     template <class Backend, class T>

@@ -130,6 +130,20 @@ struct BackwardArgs {
   const accumulator_t<T>* master = nullptr; // as ForwardArgs::master
 };
 
+namespace detail {
+/// A layer's parameters as the normalisation kernels read them, in the accumulator type: under
+/// mixed precision the float master copy (Apex O2 keeps normalisation in fp32), else the
+/// parameters themselves (ForwardArgs or BackwardArgs).
+template <class Args>
+const auto* float_parameters(const Args& a) {
+  using T = std::remove_cvref_t<decltype(*a.params)>;
+  if constexpr (std::is_same_v<T, accumulator_t<T>>)
+    return a.master ? a.master : a.params;
+  else
+    return a.master; // always given for 16-bit storage (the engines pass it)
+}
+} // namespace detail
+
 /// Base for bound layers without tensors or per-batch state.
 struct NoTensors {
   static constexpr std::array<TensorSpec, 0> parameters{};

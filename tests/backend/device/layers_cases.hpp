@@ -113,6 +113,13 @@ TEST_CASE("device layers: ConvTranspose2d matches PyTorch (stride 2, output_padd
   check_layer_fixture_on<Dev, ConvTranspose2d<2, 3, 2, 1, 2>, Shape<2, 6, 5>>("conv_transpose_k2_s1_p2");
 }
 
+TEST_CASE("device layers: GroupNorm matches PyTorch (groups of 3, one group, one per channel, offset input)") {
+  check_layer_fixture_on<Dev, GroupNorm<2, 6>, Shape<6, 4, 5>>("group_norm_2x3");
+  check_layer_fixture_on<Dev, GroupNorm<1, 4>, Shape<4, 3, 3>>("group_norm_1x4");
+  check_layer_fixture_on<Dev, GroupNorm<4, 4>, Shape<4, 5, 3>>("group_norm_4x1");
+  check_layer_fixture_on<Dev, GroupNorm<2, 4, 1e-3f>, Shape<4, 6, 6>>("group_norm_offset");
+}
+
 TEST_CASE("device layers: NaN propagates through max-pooling") {
   Network<single_layer_net<Shape<1, 2, 2>, MaxPool2d<2>>, float, Dev> net;
   const std::vector<float> x{1.f, std::numeric_limits<float>::quiet_NaN(), 5.f, 2.f};

@@ -95,6 +95,21 @@ class OnnxGraph {
     return name;
   }
 
+  /// An int64 initializer called `name` (a Reshape's shape, an Unsqueeze's axes), added once
+  /// however many nodes read it; returns its name.
+  std::string int64_constant(const std::string& name, std::vector<std::int64_t> dims,
+                             std::span<const std::int64_t> values) {
+    if (constants_.insert(name).second) {
+      ProtoWriter t;
+      t.packed_int64(onnx_field::Tensor::dims, dims);
+      t.int64(onnx_field::Tensor::data_type, onnx_field::Tensor::int64);
+      t.bytes(onnx_field::Tensor::name, name);
+      t.packed_int64(onnx_field::Tensor::int64_data, values);
+      initializers_.push_back(std::move(t).str());
+    }
+    return name;
+  }
+
   /// Makes value `last` the graph's output, called "output": renames it where a node produces
   /// it (nothing reads the last value), or copies the input through when no node did.
   void set_output(const std::string& last) {

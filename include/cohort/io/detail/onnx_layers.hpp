@@ -22,6 +22,7 @@
 #include "cohort/layers/flatten.hpp"
 #include "cohort/layers/gated.hpp"
 #include "cohort/layers/gelu.hpp"
+#include "cohort/layers/group_norm.hpp"
 #include "cohort/layers/hardsigmoid.hpp"
 #include "cohort/layers/hardswish.hpp"
 #include "cohort/layers/leaky_relu.hpp"
@@ -97,6 +98,33 @@ template <std::size_t C, float Eps, float Momentum>
 struct onnx_layer<BatchNorm2d<C, Eps, Momentum>> : onnx_batch_norm {};
 template <std::size_t F, float Eps, float Momentum>
 struct onnx_layer<BatchNorm1d<F, Eps, Momentum>> : onnx_batch_norm {};
+
+/// GroupNorm as torch.onnx writes it for opsets before 18 (no GroupNormalization operator):
+/// Reshape to (N, Groups, -1), InstanceNormalization with unit scale and zero shift (each group
+/// of a sample is one "instance"), Reshape back to the input's shape, then the per-channel
+/// affine transform as Mul and Add by the weight and bias unsqueezed to (C, 1, 1).
+template <std::size_t Groups, std::size_t Channels, float Eps>
+struct onnx_layer<GroupNorm<Groups, Channels, Eps>> {
+  static constexpr bool mapped = true;
+  template <class Bound>
+  static std::string emit(OnnxGraph& g, const OnnxLayerSite& at, const std::string& x) {
+    const std::string groups = std::to_string(Groups);
+    const std::int64_t grouped_shape[3] = {0, std::int64_t(Groups), -1}, channel_axes[2] = {1, 2};
+    const std::vector<float> ones(Groups, 1.f), zeros(Groups, 0.f);
+    const std::string shape = g.int64_constant("group_norm.shape." + groups, {3}, grouped_shape);
+    const std::string axes = g.int64_constant("group_norm.unsqueeze_axes", {2}, channel_axes);
+    const std::string unit = g.constant("group_norm.ones." + groups, {std::int64_t(Groups)}, ones);
+    const std::string zero = g.constant("group_norm.zeros." + groups, {std::int64_t(Groups)}, zeros);
+    const std::string grouped = g.node("Reshape", at.scope, {x, shape});
+    const std::string normalised =
+        g.node("InstanceNormalization", at.scope, {grouped, unit, zero}, {OnnxAttribute::real("epsilon", Eps)});
+    const std::string input_shape = g.node("Shape", at.scope, {x});
+    const std::string restored = g.node("Reshape", at.scope, {normalised, input_shape});
+    const std::string weight = g.node("Unsqueeze", at.scope, {at.tensor(g, "weight"), axes});
+    const std::string bias = g.node("Unsqueeze", at.scope, {at.tensor(g, "bias"), axes});
+    return g.node("Add", at.scope, {g.node("Mul", at.scope, {restored, weight}), bias});
+  }
+};
 
 template <>
 struct onnx_layer<ReLU> {

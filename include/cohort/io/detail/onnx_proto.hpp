@@ -43,8 +43,8 @@ struct onnx_field {
     static constexpr std::int64_t type_float = 1, type_int = 2, type_string = 3, type_ints = 7;
   };
   struct Tensor { // TensorProto; `data_type` holds a TensorProto.DataType
-    static constexpr std::uint32_t dims = 1, data_type = 2, name = 8, raw_data = 9;
-    static constexpr std::int64_t float32 = 1;
+    static constexpr std::uint32_t dims = 1, data_type = 2, int64_data = 7, name = 8, raw_data = 9;
+    static constexpr std::int64_t float32 = 1, int64 = 7;
   };
   struct ValueInfo { // ValueInfoProto
     static constexpr std::uint32_t name = 1, type = 2;

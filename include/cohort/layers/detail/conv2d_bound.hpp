@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "cohort/backend/ops.hpp"
+#include "cohort/layers/detail/conv_parameters.hpp"
 #include "cohort/layers/layer.hpp"
 
 namespace cohort::detail {
@@ -27,22 +28,13 @@ struct conv2d_bound : NoTensors {
       {Geometry::out_channels, Geometry::in_channels, Geometry::kernel, Geometry::kernel},
       Init::uniform_fan_in,
       fan_in};
-  static constexpr auto parameters = [] {
-    if constexpr (Bias)
-      return std::array<TensorSpec, 2>{
-          {weight_spec, {"bias", 1, {Geometry::out_channels}, Init::uniform_fan_in, fan_in}}};
-    else
-      return std::array<TensorSpec, 1>{{weight_spec}};
-  }();
+  static constexpr auto parameters = weight_and_bias<Bias>(weight_spec, Geometry::out_channels);
   static constexpr auto offsets = packed_offsets(parameters);
   /// The bias (or its gradient) in a parameter (or gradient) slice; null without one, which the
   /// kernels take as "no bias": nothing added forward, no sum backward.
   template <class P>
   static P* bias(P* slice) {
-    if constexpr (Bias)
-      return slice + offsets[1];
-    else
-      return nullptr;
+    return bias_in<Bias>(slice, offsets);
   }
 
   template <class Backend, class T>

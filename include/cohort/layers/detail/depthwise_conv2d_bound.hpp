@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "cohort/backend/ops.hpp"
+#include "cohort/layers/detail/conv_parameters.hpp"
 #include "cohort/layers/layer.hpp"
 
 namespace cohort::detail {
@@ -23,19 +24,11 @@ struct depthwise_conv2d_bound : NoTensors {
 
   static constexpr std::size_t fan_in = kernel * kernel; // torch: weight.size(1) * K * K, size(1) = 1
   static constexpr TensorSpec weight_spec{"weight", 4, {channels, 1, kernel, kernel}, Init::uniform_fan_in, fan_in};
-  static constexpr auto parameters = [] {
-    if constexpr (Bias)
-      return std::array<TensorSpec, 2>{{weight_spec, {"bias", 1, {channels}, Init::uniform_fan_in, fan_in}}};
-    else
-      return std::array<TensorSpec, 1>{{weight_spec}};
-  }();
+  static constexpr auto parameters = weight_and_bias<Bias>(weight_spec, channels);
   static constexpr auto offsets = packed_offsets(parameters);
   template <class P>
   static P* bias(P* slice) {
-    if constexpr (Bias)
-      return slice + offsets[1];
-    else
-      return nullptr;
+    return bias_in<Bias>(slice, offsets);
   }
 
   template <class Backend, class T>

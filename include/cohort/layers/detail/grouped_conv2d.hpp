@@ -12,6 +12,7 @@
 #include <cstddef>
 
 #include "cohort/backend/ops.hpp"
+#include "cohort/layers/detail/conv_parameters.hpp"
 #include "cohort/layers/layer.hpp"
 
 namespace cohort::detail {
@@ -30,12 +31,7 @@ struct grouped_conv2d_bound : NoTensors {
   static constexpr std::size_t fan_in = GroupGeometry::patch; // torch: weight.size(1) * K * K
   static constexpr TensorSpec weight_spec{
       "weight", 4, {out_channels, group_in, kernel, kernel}, Init::uniform_fan_in, fan_in};
-  static constexpr auto parameters = [] {
-    if constexpr (Bias)
-      return std::array<TensorSpec, 2>{{weight_spec, {"bias", 1, {out_channels}, Init::uniform_fan_in, fan_in}}};
-    else
-      return std::array<TensorSpec, 1>{{weight_spec}};
-  }();
+  static constexpr auto parameters = weight_and_bias<Bias>(weight_spec, out_channels);
   static constexpr auto offsets = packed_offsets(parameters);
   /// Group g's weights (or their gradient): rows g * Out / G.. of the (Out, In / G, K, K) tensor.
   template <class P>
