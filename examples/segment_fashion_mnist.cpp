@@ -3,8 +3,13 @@
 //
 //   ./build/examples/segment_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--train-samples N]
 //                                          [--test-samples N] [--data DIR] [--seed S] [--min-miou X]
+//                                          [--crop P] [--flip] [--model unet|unet-paper]
 //
 // --min-miou: exit status 1 when the final test mean IoU is below X (the ctest smoke test).
+// --crop P, --flip: joint augmentation of each training image with its mask (data/joint_augment.hpp):
+// a random 28x28 window of the image padded by P pixels (mask padding ignored by the loss), a
+// horizontal flip with p = 0.5. --model unet-paper: transposed up-convolutions and GroupNorm
+// (models::UNetUpsampling::transposed, models::UNetNorm::group) instead of bilinear and BatchNorm.
 //
 // The task (issue 38), a rule anyone can rebuild: pixel (h, w) of image n is class label[n] + 1
 // (1..10, the garment) where its byte is at least 64 (a quarter of full scale), else class 0
@@ -25,6 +30,7 @@
 #include <vector>
 
 #include <cohort/cohort.hpp>
+#include <cohort/data/dense_dataset.hpp>
 #include <cohort/loss/pixel_cross_entropy_loss.hpp>
 #include <cohort/models/unet.hpp>
 #include <cohort/train/segmentation_metrics.hpp>
@@ -35,44 +41,39 @@ namespace {
 constexpr std::size_t pixels = 28 * 28;
 constexpr std::uint8_t foreground_threshold = 64;
 
-struct Data {
-  std::vector<float> images;       // normalised, N * 784
-  std::vector<std::int32_t> masks; // N * 784 classes
-  std::size_t size = 0;
-};
+using In = Shape<1, 28, 28>;
+using Data = MaskDataset<In>;
 
+// The task's rule, applied to a split's images and labels (the first `limit` of them).
 Data load(const std::filesystem::path& dir, cohort::Split which, std::size_t limit) {
   const IdxFiles files = find_idx_files(dir, which);
   const IdxArray x = read_idx(files.images, idx_images_magic);
   const IdxArray y = read_idx(files.labels, idx_labels_magic);
   if (x.dims.size() != 3 || x.dims[1] != 28 || x.dims[2] != 28 || y.dims.size() != 1 || y.dims[0] != x.dims[0])
     throw ShapeError(detail::concat(files.images.string(), ": expected N x 28 x 28 images with N labels"));
-  Data s;
-  s.size = std::min<std::size_t>(x.dims[0], limit);
-  s.images.resize(s.size * pixels);
-  s.masks.resize(s.size * pixels);
-  for (std::size_t n = 0; n < s.size; ++n) {
-    if (y.values[n] > 9)
+  const std::size_t n = std::min<std::size_t>(x.dims[0], limit);
+  const std::span<const std::uint8_t> images = std::span(x.values).first(n * pixels);
+  std::vector<std::uint8_t> masks(n * pixels);
+  for (std::size_t s = 0; s < n; ++s) {
+    if (y.values[s] > 9)
       throw ValueError(
-          detail::concat(files.labels.string(), ": label of sample ", n, " is ", int(y.values[n]), ", expected 0..9"));
-    for (std::size_t p = 0; p < pixels; ++p) {
-      const std::uint8_t v = x.values[n * pixels + p];
-      s.images[n * pixels + p] = (float(v) / 255.f - 0.2860f) / 0.3530f;
-      s.masks[n * pixels + p] = v >= foreground_threshold ? std::int32_t(y.values[n]) + 1 : 0;
-    }
+          detail::concat(files.labels.string(), ": label of sample ", s, " is ", int(y.values[s]), ", expected 0..9"));
+    for (std::size_t p = 0; p < pixels; ++p)
+      masks[s * pixels + p] = images[s * pixels + p] >= foreground_threshold ? std::uint8_t(y.values[s] + 1) : 0;
   }
-  return s;
+  return Data::from_pixels(images, masks, 11, Normalization{0.2860f, 0.3530f});
 }
 
 template <class Net>
 int run(const Data& train, const Data& test, int epochs, std::size_t batch, double lr, std::uint64_t seed,
-        double min_miou) {
-  using In = Shape<1, 28, 28>;
+        double min_miou, const JointAugmentation& aug) {
   using Out = typename Net::output_shape;
+  check_dense_data<Net>(train, "training");
+  check_dense_data<Net>(test, "test");
   Network<Net> net(seed);
   PixelCrossEntropyLoss<float> loss;
   Adam opt({.lr = lr});
-  std::vector<std::size_t> order(train.size);
+  std::vector<std::size_t> order(train.size());
   std::iota(order.begin(), order.end(), 0);
   std::mt19937_64 gen(seed);
   std::vector<float> xb(batch * pixels);
@@ -84,12 +85,8 @@ int run(const Data& train, const Data& test, int epochs, std::size_t batch, doub
     net.train();
     double loss_sum = 0;
     std::size_t steps = 0;
-    for (std::size_t b = 0; b + batch <= train.size; b += batch) { // full batches only, as drop_last
-      for (std::size_t i = 0; i < batch; ++i) {
-        const std::size_t n = order[b + i];
-        std::copy_n(train.images.begin() + std::ptrdiff_t(n * pixels), pixels, xb.begin() + std::ptrdiff_t(i * pixels));
-        std::copy_n(train.masks.begin() + std::ptrdiff_t(n * pixels), pixels, yb.begin() + std::ptrdiff_t(i * pixels));
-      }
+    for (std::size_t b = 0; b + batch <= train.size(); b += batch) { // full batches only, as drop_last
+      train.load_batch(std::span(order).subspan(b, batch), xb, yb, aug, {.seed = seed, .epoch = std::uint64_t(epoch)});
       loss_sum += loss.forward(net.forward(ConstBatchView<In, float>(xb.data(), batch)), yb);
       net.backward(loss.backward());
       opt.step(net);
@@ -98,10 +95,9 @@ int run(const Data& train, const Data& test, int epochs, std::size_t batch, doub
     const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     net.eval();
     SegmentationMetrics m(Out::extents[0]);
-    for (std::size_t b = 0; b < test.size; b += batch) {
-      const std::size_t n = std::min(batch, test.size - b);
-      m.add(net.forward(ConstBatchView<In, float>(test.images.data() + b * pixels, n)),
-            std::span(test.masks).subspan(b * pixels, n * pixels));
+    for (std::size_t b = 0; b < test.size(); b += batch) {
+      const std::size_t n = std::min(batch, test.size() - b);
+      m.add(net.forward(ConstBatchView<In, float>(test.image(b), n)), test.masks().subspan(b * pixels, n * pixels));
     }
     miou = m.mean_iou();
     std::printf("epoch %d: train loss %.4f, %.1f s (%.0f samples/s); test pixel accuracy %.4f, mean IoU %.4f\n", epoch,
@@ -130,6 +126,9 @@ int main(int argc, char** argv) {
   std::size_t batch = 64, train_samples = 60000, test_samples = 10000;
   double lr = 1e-3, min_miou = 0;
   std::uint64_t seed = 0;
+  std::size_t crop = 0;
+  bool flip = false;
+  std::string model = "unet";
   std::filesystem::path dir = default_data_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -149,10 +148,17 @@ int main(int argc, char** argv) {
       dir = arg(i, argc, argv);
     else if (a == "--seed")
       seed = std::uint64_t(std::atoll(arg(i, argc, argv)));
+    else if (a == "--crop")
+      crop = std::size_t(std::atol(arg(i, argc, argv)));
+    else if (a == "--flip")
+      flip = true;
+    else if (a == "--model" && i + 1 < argc &&
+             (std::string(argv[i + 1]) == "unet" || std::string(argv[i + 1]) == "unet-paper"))
+      model = arg(i, argc, argv);
     else {
       std::fprintf(stderr,
                    "usage: segment_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--test-samples N] [--min-miou X] "
-                   "[--train-samples N] [--data DIR] [--seed S]\n");
+                   "[--train-samples N] [--data DIR] [--seed S] [--crop P] [--flip] [--model unet|unet-paper]\n");
       return 2;
     }
   }
@@ -163,9 +169,15 @@ int main(int argc, char** argv) {
   try {
     const Data train = load(dir, cohort::Split::train, train_samples);
     const Data test = load(dir, cohort::Split::test, test_samples);
-    std::printf("U-Net width 16, depth 2, 11 classes; %zu training images, %zu test images, batch %zu\n", train.size,
-                test.size, batch);
-    return run<models::UNet<Shape<1, 28, 28>, 11, 16, 2>>(train, test, epochs, batch, lr, seed, min_miou);
+    JointAugmentation aug;
+    if (crop > 0) aug.add(JointRandomCrop(28, crop, Normalization{0.2860f, 0.3530f}));
+    if (flip) aug.add(JointRandomHorizontalFlip());
+    std::printf("U-Net width 16, depth 2, 11 classes (%s); %zu training images, %zu test images, batch %zu%s%s\n",
+                model == "unet" ? "bilinear, BatchNorm" : "transposed convolutions, GroupNorm", train.size(),
+                test.size(), batch, aug.empty() ? "" : "; augmentation ", aug.names().c_str());
+    if (model == "unet") return run<models::UNet<In, 11, 16, 2>>(train, test, epochs, batch, lr, seed, min_miou, aug);
+    return run<models::UNet<In, 11, 16, 2, models::UNetUpsampling::transposed, models::UNetNorm::group>>(
+        train, test, epochs, batch, lr, seed, min_miou, aug);
   } catch (const Error& e) {
     std::fprintf(stderr, "segment_fashion_mnist: %s\n", e.what());
     return 1;

@@ -19,6 +19,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include <cohort/cohort.hpp>
+#include <cohort/data/dense_dataset.hpp>
 #include <cohort/data/image_transforms.hpp>
 #include <cohort/loss/bce_with_logits_loss.hpp>
 #include <cohort/loss/dice_loss.hpp>
@@ -41,6 +42,7 @@
 #if defined(COHORT_WITH_IMAGE) // the image component (cohort::image): libpng, libjpeg
 #include <cohort/data/image_decode.hpp>
 #include <cohort/data/image_folder.hpp>
+#include <cohort/data/mask_folder.hpp>
 #endif
 
 using namespace cohort;
@@ -493,6 +495,27 @@ static_assert(Net::parameter_count == 27'210);
   //! [data/augment]
 }
 
+[[maybe_unused]] void example_data_joint_augment(const Normalization& norm, std::span<float> image,
+                                                  std::span<std::int32_t> mask) {
+  //! [data/joint_augment]
+  JointAugmentation aug{JointRandomCrop(28, 2, norm), JointRandomHorizontalFlip()};
+  aug.apply(image, {1, 28, 28}, mask, /*seed=*/1, /*epoch=*/0, /*sample=*/17);   // both in place
+  //! [data/joint_augment]
+}
+
+[[maybe_unused]] void example_data_dense_dataset(const Normalization& norm, std::span<const std::size_t> indices,
+                                                 std::span<float> x, std::span<std::int32_t> masks,
+                                                 const JointAugmentation& aug, std::uint64_t seed,
+                                                 std::uint64_t epoch) {
+  using Net = cohort::models::UNet<cohort::Shape<1, 28, 28>, 11>;
+  //! [data/dense_dataset]
+  using Data = cohort::MaskDataset<cohort::Shape<1, 28, 28>>;
+  auto train = Data::load("images-idx3-ubyte", "masks-idx3-ubyte", /*classes=*/11, norm);
+  cohort::check_dense_data<Net>(train, "train");        // shapes at compile time, classes now
+  train.load_batch(indices, x, masks, aug, {seed, epoch});   // gathered, jointly augmented
+  //! [data/dense_dataset]
+}
+
 [[maybe_unused]] void example_data_cifar() {
   //! [data/cifar]
   const auto train = cohort::read_cifar("cifar-10-batches-bin", cohort::CifarVariant::cifar10,
@@ -535,6 +558,14 @@ static_assert(Net::parameter_count == 27'210);
 }
 
 #if defined(COHORT_WITH_IMAGE)
+[[maybe_unused]] void example_data_mask_folder(const Normalization& norm) {
+  //! [data/mask_folder]
+  auto train = cohort::read_mask_folders<cohort::Shape<3, 64, 64>>(
+      "data/images", "data/masks", /*classes=*/21, norm, /*ignore_index=*/255);
+  //! [data/mask_folder]
+  (void)train;
+}
+
 [[maybe_unused]] void example_data_image_decode() {
   //! [data/image_decode]
   cohort::Image8 rgb = cohort::read_image("cat.jpg", 3);    // 3 channels: convert("RGB")

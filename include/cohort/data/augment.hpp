@@ -36,6 +36,7 @@
 #include "cohort/core/error.hpp"
 #include "cohort/core/random.hpp"
 #include "cohort/data/dataset.hpp"
+#include "cohort/data/detail/plane_shift.hpp"
 #include "cohort/data/sampler.hpp"
 
 namespace cohort {
@@ -112,31 +113,18 @@ struct RandomCrop {
     if (norm.channels() != 0 && norm.channels() != s.channels)
       throw ShapeError(detail::concat("RandomCrop: the normalisation has ", norm.channels(),
                                       " channel(s), the images have ", s.channels));
-    // Offsets of the window in the source image: dy = top - padding in [-padding, padding].
+    const auto [dy, dx] = offsets(s, rng);
+    for (std::size_t c = 0; c < s.channels; ++c)
+      detail::shift_plane(image.data() + c * s.height * s.width, s.height, s.width, dy, dx, norm.normalized(0, c));
+  }
+
+  /// Where the window starts relative to the image, (top - padding, left - padding), each in
+  /// [-padding, padding]: draws 0 and 1 (data/joint_augment.hpp's crop moves a mask by the same).
+  std::pair<std::ptrdiff_t, std::ptrdiff_t> offsets(ImageDims s, const AugmentRandom& rng) const {
     const std::uint32_t span_h = std::uint32_t(s.height + 2 * padding - size + 1);
     const std::uint32_t span_w = std::uint32_t(s.width + 2 * padding - size + 1);
-    const std::ptrdiff_t dy = std::ptrdiff_t(rng.below(0, span_h)) - std::ptrdiff_t(padding);
-    const std::ptrdiff_t dx = std::ptrdiff_t(rng.below(1, span_w)) - std::ptrdiff_t(padding);
-    const std::ptrdiff_t H = std::ptrdiff_t(s.height), W = std::ptrdiff_t(s.width);
-    for (std::size_t c = 0; c < s.channels; ++c) {
-      float* plane = image.data() + c * s.height * s.width; // (H, W)
-      const float fill = norm.normalized(0, c);
-      // In place: out(y, x) = in(y + dy, x + dx). Walking rows away from the source (down when
-      // dy > 0, up when dy < 0) reads every source row before it is overwritten.
-      for (std::ptrdiff_t step = 0; step < H; ++step) {
-        const std::ptrdiff_t y = dy >= 0 ? step : H - 1 - step, sy = y + dy;
-        float* row = plane + y * W;
-        if (sy < 0 || sy >= H) {
-          std::fill(row, row + W, fill);
-          continue;
-        }
-        // Columns [x0, x1) of the output come from the source row; the rest is padding.
-        const std::ptrdiff_t x0 = std::clamp<std::ptrdiff_t>(-dx, 0, W), x1 = std::clamp<std::ptrdiff_t>(W - dx, 0, W);
-        if (x1 > x0) std::memmove(row + x0, plane + sy * W + x0 + dx, std::size_t(x1 - x0) * sizeof(float));
-        std::fill(row, row + x0, fill);
-        std::fill(row + x1, row + W, fill);
-      }
-    }
+    return {std::ptrdiff_t(rng.below(0, span_h)) - std::ptrdiff_t(padding),
+            std::ptrdiff_t(rng.below(1, span_w)) - std::ptrdiff_t(padding)};
   }
 };
 
@@ -153,11 +141,7 @@ struct RandomHorizontalFlip {
   }
 
   void operator()(std::span<float> image, ImageDims s, const AugmentRandom& rng) const {
-    if (!(rng.uniform(0) < p)) return;
-    for (std::size_t r = 0; r < s.channels * s.height; ++r) {
-      float* row = image.data() + r * s.width;
-      std::reverse(row, row + s.width);
-    }
+    if (rng.uniform(0) < p) detail::mirror_rows(image.data(), s.channels * s.height, s.width);
   }
 };
 
