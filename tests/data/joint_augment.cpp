@@ -83,7 +83,7 @@ TEST_CASE("JointAugmentation: a target image moves with the image; its padding i
   }
 }
 
-TEST_CASE("JointAugmentation: reproducible from (seed, epoch, sample); custom mask padding; flip p") {
+TEST_CASE("JointAugmentation: reproducible from (seed, epoch, sample), with custom mask padding and flip p") {
   const JointAugmentation aug{JointRandomCrop(joint_h, 2, {}, 255)};
   auto run = [&](std::uint64_t seed, std::uint64_t epoch, std::uint64_t sample) {
     std::vector<float> x = position_image(1);
