@@ -46,7 +46,7 @@ TEST_CASE("JointAugmentation: the image is transformed exactly as Augmentation t
   CHECK(moved > 48); // most samples were cropped or flipped
 }
 
-TEST_CASE("JointAugmentation: the mask moves with the image, pixel for pixel; padding is ignore_index") {
+TEST_CASE("JointAugmentation: the mask moves with the image pixel for pixel, and its padding is ignore_index") {
   const JointAugmentation aug{JointRandomCrop(joint_h, 3), JointRandomHorizontalFlip()};
   std::size_t padded = 0;
   for (std::uint64_t sample = 0; sample < 64; ++sample) {
@@ -67,7 +67,7 @@ TEST_CASE("JointAugmentation: the mask moves with the image, pixel for pixel; pa
   CHECK(padded > 0);
 }
 
-TEST_CASE("JointAugmentation: a target image moves with the image; its padding is target_fill") {
+TEST_CASE("JointAugmentation: a target image moves with the image, and its padding is target_fill") {
   const JointAugmentation aug{JointRandomCrop(joint_h, 2, {}, -100, -1.f), JointRandomHorizontalFlip()};
   for (std::uint64_t sample = 0; sample < 32; ++sample) {
     std::vector<float> x = position_image(1), t = position_image(3);
