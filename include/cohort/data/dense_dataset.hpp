@@ -133,19 +133,19 @@ class MaskDataset {
     return MaskDataset(detail::buffer_of(images), detail::buffer_of(masks), num_classes, ignore_index);
   }
 
-  /// From bytes: `pixels` N images of InputShape (CHW, channel after channel), `mask_bytes` N
+  /// From bytes: `image_bytes` N images of InputShape (CHW, channel after channel), `mask_bytes` N
   /// masks of H x W class indices (a byte equal to ignore_index, e.g. VOC's 255, is ignored).
-  static MaskDataset from_pixels(std::span<const std::uint8_t> pixels, std::span<const std::uint8_t> mask_bytes,
+  static MaskDataset from_pixels(std::span<const std::uint8_t> image_bytes, std::span<const std::uint8_t> mask_bytes,
                                  std::size_t num_classes, const Normalization& norm, std::int32_t ignore_index = -100) {
-    if (pixels.size() % InputShape::size != 0 ||
-        mask_bytes.size() != pixels.size() / InputShape::size * MaskDataset::pixels)
-      throw ShapeError(detail::concat("MaskDataset: ", pixels.size(), " bytes of images (", InputShape::str(),
+    if (image_bytes.size() % InputShape::size != 0 ||
+        mask_bytes.size() != image_bytes.size() / InputShape::size * pixels)
+      throw ShapeError(detail::concat("MaskDataset: ", image_bytes.size(), " bytes of images (", InputShape::str(),
                                       " each) and ", mask_bytes.size(), " bytes of masks (", height, "x", width,
                                       " each) are not the same whole number of samples"));
     HostBuffer<std::int32_t> m(mask_bytes.size());
     for (std::size_t i = 0; i < mask_bytes.size(); ++i) m[i] = mask_bytes[i];
-    return MaskDataset(detail::normalise_pixels<InputShape>(pixels, norm, "MaskDataset"), std::move(m), num_classes,
-                       ignore_index);
+    return MaskDataset(detail::normalise_pixels<InputShape>(image_bytes, norm, "MaskDataset"), std::move(m),
+                       num_classes, ignore_index);
   }
 
   /// From an IDX file of (N, H, W) images (one channel) and one of (N, H, W) masks (class
@@ -238,9 +238,10 @@ class ImagePairDataset {
 
   /// From bytes, each side normalised with its own statistics (e.g. Normalization{} for targets
   /// in [0, 1], pixel / 255).
-  static ImagePairDataset from_pixels(std::span<const std::uint8_t> pixels, std::span<const std::uint8_t> target_bytes,
-                                      const Normalization& norm, const Normalization& target_norm = {}) {
-    return ImagePairDataset(detail::normalise_pixels<InputShape>(pixels, norm, "ImagePairDataset"),
+  static ImagePairDataset from_pixels(std::span<const std::uint8_t> image_bytes,
+                                      std::span<const std::uint8_t> target_bytes, const Normalization& norm,
+                                      const Normalization& target_norm = {}) {
+    return ImagePairDataset(detail::normalise_pixels<InputShape>(image_bytes, norm, "ImagePairDataset"),
                             detail::normalise_pixels<TargetShape>(target_bytes, target_norm, "ImagePairDataset"));
   }
 
