@@ -155,6 +155,24 @@ struct PngHandles {
   }
 };
 
+/// libpng reading `bytes` through cohort_png_read, its errors caught into `in.jump` (each stage
+/// above sets its own setjmp). Not movable: libpng holds the address of `in`.
+struct PngReader {
+  PngInput in;
+  PngHandles h;
+
+  PngReader(std::span<const std::uint8_t> bytes, const std::string& name) {
+    in.data = bytes.data();
+    in.size = bytes.size();
+    h.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &in, cohort_png_error, cohort_png_warning);
+    if (h.png) h.info = png_create_info_struct(h.png);
+    if (!h.png || !h.info) throw FormatError(concat(name, ": libpng could not allocate its state"));
+    png_set_read_fn(h.png, &in, cohort_png_read);
+  }
+  PngReader(const PngReader&) = delete;
+  PngReader& operator=(const PngReader&) = delete;
+};
+
 [[noreturn]] inline void fail_decode(const std::string& name, const char* what, const char* detail_msg) {
   throw FormatError(concat(name, ": ", what, detail_msg && *detail_msg ? " (" : "", detail_msg ? detail_msg : "",
                            detail_msg && *detail_msg ? ")" : ""));
@@ -181,14 +199,9 @@ inline ImageInfo decode_png(std::span<const std::uint8_t> bytes, const std::stri
     };
     check_dimensions(name, ImageFormat::png, be32(16), be32(20), limits);
   }
-  PngInput in;
-  in.data = bytes.data();
-  in.size = bytes.size();
-  PngHandles h;
-  h.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &in, cohort_png_error, cohort_png_warning);
-  if (h.png) h.info = png_create_info_struct(h.png);
-  if (!h.png || !h.info) throw FormatError(concat(name, ": libpng could not allocate its state"));
-  png_set_read_fn(h.png, &in, cohort_png_read);
+  PngReader r(bytes, name);
+  PngInput& in = r.in;
+  PngHandles& h = r.h;
   PngLayout lay;
   if (!png_read_header(h.png, h.info, &in, &lay, out != nullptr))
     fail_decode(name, "not a readable PNG", in.jump.message);

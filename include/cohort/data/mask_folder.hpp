@@ -63,14 +63,9 @@ inline std::vector<std::uint8_t> decode_mask_png(std::span<const std::uint8_t> b
                                                  const DecodeLimits& limits = {}) {
   if (checked_format(bytes, name) != ImageFormat::png)
     throw FormatError(concat(name, ": masks must be PNG (JPEG's lossy compression changes class indices)"));
-  PngInput in;
-  in.data = bytes.data();
-  in.size = bytes.size();
-  PngHandles h;
-  h.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &in, cohort_png_error, cohort_png_warning);
-  if (h.png) h.info = png_create_info_struct(h.png);
-  if (!h.png || !h.info) throw FormatError(concat(name, ": libpng could not allocate its state"));
-  png_set_read_fn(h.png, &in, cohort_png_read);
+  PngReader r(bytes, name);
+  PngInput& in = r.in;
+  PngHandles& h = r.h;
   PngLayout lay;
   if (!png_read_index_header(h.png, h.info, &in, &lay)) fail_decode(name, "not a readable PNG", in.jump.message);
   check_dimensions(name, ImageFormat::png, lay.width, lay.height, limits);
