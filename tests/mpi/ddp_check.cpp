@@ -41,6 +41,8 @@
 //   mpirun -np 2 ddp_check accumulate   2 micro-batches per step == one batch twice the size
 //   mpirun -np N ddp_check freeze       deterministic model B, backbone frozen: bitwise equal to
 //       ThreadedReplicas<4>, the backbone as initialised, no bucket holding a frozen tensor
+//   mpirun -np N ddp_check segment      a U-Net on masks (class weights, ignored pixels, joint
+//       crop and flip), deterministic: bitwise ThreadedReplicas<4>, the same evaluation on every rank
 //   mpirun -np N ddp_check overflow     MixedPrecision<fp16>: an inf gradient on the last rank
 //       only; every rank must skip the step together (weights and optimiser untouched, scale
 //       halved, one skipped step), then take the next clean one together
@@ -51,6 +53,7 @@
 #include <cohort/cohort.hpp>
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
+#include <cohort/models/unet.hpp>
 #include <cohort/mpi.hpp>
 #include <cohort/precision/mixed_precision.hpp>
 #include <cohort/train/trainer.hpp>
@@ -69,6 +72,7 @@
 #include "mpi/ddp_support.hpp"
 #include "support/bands.hpp"
 #include "support/compare.hpp"
+#include "support/mask_bands.hpp"
 
 using namespace cohort;
 using test::Bands;
@@ -442,6 +446,46 @@ int freeze() {
   return failed | !kept | !moved | !same;
 }
 
+/// A U-Net with a class per pixel (tests/support/mask_bands.hpp: a third of the samples mostly
+/// ignored, so ranks count different pixels), class weights, smoothing and a joint crop and flip:
+/// deterministic DDP is bitwise ThreadedReplicas<4>'s at any world size, and every rank's
+/// evaluation (pixel accuracy, mean IoU, loss) is the same as one process's.
+int segment() {
+  const MaskDataset<Shape<1, 8, 8>> data = test::mask_bands(48, 9);
+  const std::size_t global = 16;
+  const auto segment_options = [](std::size_t batch) {
+    TrainerOptions o = options(batch, true);
+    o.loss = {.label_smoothing = 0.05, .class_weights = {1.f, 2.f, 0.5f}};
+    o.joint_augment = JointAugmentation{JointRandomCrop(8, 1), JointRandomHorizontalFlip()};
+    return o;
+  };
+  using Net = models::UNet<Shape<1, 8, 8>, 3, 4, 1>;
+  Trainer<Net, Adam<>, ProcessGroupDDP<Mpi>> ddp(Adam({.lr = 1e-2}),
+                                                 segment_options(global / std::size_t(world_size())));
+  ddp.fit(data, 2);
+  const EvalReport e = ddp.evaluate(data); // gives every rank rank 0's running statistics first
+  auto w = values(ddp.parameters());
+  const auto& b = ddp.parameters().buffers;
+  w.insert(w.end(), b.data(), b.data() + b.size());
+  int failed = check_identical("ddp_check", w);
+  failed |= check_identical("ddp_check", std::vector<float>{float(e.accuracy), float(*e.mean_iou), float(e.loss)});
+  if (world_rank() != 0) return failed;
+  Trainer<Net, Adam<>, ThreadedReplicas<4>> threads(Adam({.lr = 1e-2}), segment_options(global));
+  threads.fit(data, 2);
+  auto v = values(threads.parameters());
+  const auto& tb = threads.parameters().buffers;
+  v.insert(v.end(), tb.data(), tb.data() + tb.size());
+  const EvalReport t = threads.evaluate(data);
+  const bool same = v == w;
+  const bool same_eval =
+      t.accuracy == e.accuracy && *t.mean_iou == *e.mean_iou && std::abs(t.loss - e.loss) <= 1e-12 * std::abs(t.loss);
+  std::printf("segment, %d rank(s): weights and statistics %s ThreadedReplicas<4>; mean IoU %.6f vs %.6f, pixel "
+              "accuracy %.4f%% vs %.4f%%, loss %.9f vs %.9f\n",
+              world_size(), same ? "bitwise equal to" : "DIFFERENT from", *e.mean_iou, *t.mean_iou, e.accuracy,
+              t.accuracy, e.loss, t.loss);
+  return failed | !same | !same_eval;
+}
+
 /// The overflow decision is global: a rank whose gradients are finite still skips when another
 /// rank's are not, so the ranks never diverge (the AMP+DDP failure this guards against).
 int overflow() {
@@ -510,6 +554,7 @@ int main(int argc, char** argv) {
     if (a.mode == "fault") return fault(a);
     if (a.mode == "accumulate") return accumulate();
     if (a.mode == "freeze") return freeze();
+    if (a.mode == "segment") return segment();
     if (a.mode == "placement") return placement();
     if (a.mode == "shard") return shard();
     if (a.mode == "linkcut") return linkcut(a);

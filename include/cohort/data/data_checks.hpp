@@ -115,5 +115,38 @@ void check_dataset(const D& d, std::size_t outputs, const char* who) {
                               ", the network's classes are 0 to ", outputs - 1));
 }
 
+/// Instantiated with a dataset's mask shape and the height and width of a dense network's
+/// output (both Shape<H, W>): when they differ, the compiler's "required from" line names both.
+template <class MaskShape, class OutputPlane>
+struct mask_shape_matches_network_output {
+  static_assert(std::is_same_v<MaskShape, OutputPlane>,
+                "Trainer: the dataset's masks are not the network's output height and width (the two are named in "
+                "mask_shape_matches_network_output<dataset's mask_shape, network's output plane> below)");
+  static constexpr bool value = true;
+};
+
+/// The run-time half for a dataset of masks (a class per pixel): its class count against the
+/// `classes` the network scores per pixel, its ignore_index against the trainer's `ignore`, and
+/// every mask value (`plane` of them per sample, rows of `width`), before any step.
+template <class D>
+void check_mask_dataset(const D& d, std::size_t classes, std::size_t width, std::size_t plane, std::int32_t ignore,
+                        const char* who) {
+  if (std::size_t(d.num_classes()) > classes)
+    throw ValueError(
+        concat(who, ": the dataset has ", d.num_classes(), " classes, the network scores ", classes, " per pixel"));
+  if (std::int32_t(d.ignore_index()) != ignore)
+    throw ValueError(concat(who, ": the dataset marks ignored pixels with ", d.ignore_index(),
+                            ", the trainer's loss and metrics ignore ", ignore,
+                            " (TrainerOptions::ignore_index): set the two alike"));
+  const std::size_t n = d.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t* m = d.mask(i);
+    for (std::size_t p = 0; p < plane; ++p)
+      if (const std::int32_t y = m[p]; y != ignore && (y < 0 || std::size_t(y) >= classes))
+        throw ValueError(concat(who, ": pixel (", p / width, ", ", p % width, ") of sample ", i, "'s mask is ", y,
+                                ", expected a class in [0, ", classes, ") or the ignore_index ", ignore));
+  }
+}
+
 } // namespace detail
 } // namespace cohort

@@ -58,8 +58,14 @@ class PixelCrossEntropyLoss {
   /// also computes the gradient, times `grad_scale`. Throws ShapeError for a label count other
   /// than N * H * W or a weight count other than C, ValueError for a label that is neither a class
   /// nor ignore_index (naming the sample, the pixel and the value) - before anything is computed.
+  ///
+  /// `denominator` > 0 replaces the batch's own (the weight total of its counted pixels): a shard
+  /// of a larger batch passes the whole batch's (weight_total of the summed class_counts), so
+  /// that the shards' losses and gradients add up to the whole batch's (the Trainer's replicas,
+  /// chunks and ranks).
   template <ShapeType S>
-  double forward(ConstBatchView<S, T> logits, std::span<const std::int32_t> labels, double grad_scale = 1.0) {
+  double forward(ConstBatchView<S, T> logits, std::span<const std::int32_t> labels, double grad_scale = 1.0,
+                 double denominator = 0) {
     static_assert(S::rank == 3, "PixelCrossEntropyLoss: takes (N, C, H, W) scores, one score per class and pixel");
     constexpr std::size_t classes = S::extents[0], plane = S::extents[1] * S::extents[2];
     const std::size_t batch = logits.batch();
@@ -72,10 +78,14 @@ class PixelCrossEntropyLoss {
     double weight_sum = 0; // sum_c w[c]
     for (std::size_t c = 0; c < classes; ++c) weight_sum += weight(c);
 
-    // Pass 1: the denominator (sum of the counted pixels' weights), in pixel order.
-    double denominator = 0;
-    for (const std::int32_t y : labels)
-      if (y != o_.ignore_index) denominator += weight(std::size_t(y));
+    // Pass 1: the denominator (the counted pixels' weight total), from integer class counts:
+    // the same bits as a larger batch's total summed from its shards' counts.
+    if (!(denominator > 0)) {
+      std::vector<double> counts(classes, 0.0);
+      count_classes(labels, counts);
+      denominator = weight_total(counts);
+    }
+    denominator_ = denominator;
     const T* x = logits.data();
     T* g = grad_.data();
     if (denominator == 0) { // every pixel ignored (or weighted 0): nothing to learn from
@@ -118,12 +128,41 @@ class PixelCrossEntropyLoss {
     return ((1 - eps) * nll + eps / double(classes) * smooth) / denominator;
   }
   template <ShapeType S>
-  double forward(BatchView<S, T> logits, std::span<const std::int32_t> labels, double grad_scale = 1.0) {
-    return forward(ConstBatchView<S, T>(logits), labels, grad_scale);
+  double forward(BatchView<S, T> logits, std::span<const std::int32_t> labels, double grad_scale = 1.0,
+                 double denominator = 0) {
+    return forward(ConstBatchView<S, T>(logits), labels, grad_scale, denominator);
   }
 
   /// d loss / d scores of the last forward.
   LossGradient<T> backward() const noexcept { return {grad_.data(), batch_, features_}; }
+  /// What the last forward divided by: its counted pixels' weight total (or the denominator it
+  /// was given); 0 when every pixel was ignored.
+  double denominator() const noexcept { return denominator_; }
+  std::int32_t ignore_index() const noexcept { return o_.ignore_index; }
+
+  /// Adds each class's count of pixels in `labels` to counts[class] (ignored pixels are not
+  /// counted). ValueError for a label that is neither a class in [0, counts.size()) nor
+  /// ignore_index.
+  void count_classes(std::span<const std::int32_t> labels, std::span<double> counts) const {
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      const std::int32_t y = labels[i];
+      if (y == o_.ignore_index) continue;
+      if (y < 0 || std::size_t(y) >= counts.size())
+        throw ValueError(detail::concat("PixelCrossEntropyLoss: label ", i, " is ", y, ", expected a class in [0, ",
+                                        counts.size(), ") or the ignore_index ", o_.ignore_index));
+      counts[std::size_t(y)] += 1;
+    }
+  }
+  /// The weight total of pixels with these class counts, in class order (counts are integers:
+  /// exact when summed over shards, so every split of a batch gets the same bits).
+  double weight_total(std::span<const double> counts) const {
+    if (o_.class_weights.empty()) {
+      double total = 0;
+      for (const double c : counts) total += c;
+      return total;
+    }
+    return detail::weight_total(o_.class_weights, counts);
+  }
 
  private:
   CrossEntropyOptions as_options() const {
@@ -139,6 +178,7 @@ class PixelCrossEntropyLoss {
   PixelCrossEntropyOptions o_;
   HostBuffer<T> grad_;
   std::size_t batch_ = 0, features_ = 0;
+  double denominator_ = 0;
 };
 
 } // namespace cohort

@@ -55,17 +55,35 @@ inline void to_probabilities(std::span<float> scores, std::size_t classes, bool 
   }
 }
 
+/// The same per pixel of (N, C, H, W) scores: softmax over the C scores of each pixel (stride
+/// `plane` = H * W apart).
+inline void to_pixel_probabilities(std::span<float> scores, std::size_t classes, std::size_t plane) {
+  std::vector<double> e(classes);
+  for (std::size_t s = 0; s + classes * plane <= scores.size(); s += classes * plane)
+    for (std::size_t p = 0; p < plane; ++p) {
+      float* x = scores.data() + s + p;
+      float m = x[0];
+      for (std::size_t k = 1; k < classes; ++k) m = std::max(m, x[k * plane]);
+      double sum = 0;
+      for (std::size_t k = 0; k < classes; ++k) sum += e[k] = std::exp(double(x[k * plane] - m));
+      for (std::size_t k = 0; k < classes; ++k) x[k * plane] = float(e[k] / sum);
+    }
+}
+
 } // namespace detail
 
 /// `what` for the images in `images` (N * input size floats, normalised as in training), `chunk`
-/// samples at a time; returns N * classes floats. ShapeError if `images` is not whole samples,
-/// ValueError for a chunk of 0.
+/// samples at a time; returns N * classes floats (a dense network's N * C * H * W: a score or
+/// probability per class and pixel, softmax over each pixel's classes). ShapeError if `images`
+/// is not whole samples, ValueError for a chunk of 0.
 template <class Net>
 std::vector<float> predict(Network<Net, float, Cpu>& net, std::span<const float> images,
                            Prediction what = Prediction::scores, std::size_t chunk = 256) {
   using In = typename Net::input_shape;
   using Out = typename Net::output_shape;
-  static_assert(Out::rank == 1, "predict: the network's output must be one vector of class scores per sample");
+  static_assert(Out::rank == 1 || Out::rank == 3,
+                "predict: the network's output must be one vector of class scores per sample, or (C, H, W) scores "
+                "per pixel");
   if (images.size() % In::size != 0)
     throw ShapeError(detail::concat("predict: ", images.size(), " floats are not whole samples of ", In::str(), " (",
                                     In::size, " floats each)"));
@@ -85,7 +103,12 @@ std::vector<float> predict(Network<Net, float, Cpu>& net, std::span<const float>
     const auto y = net.forward(ConstBatchView<In, float>(images.data() + first * In::size, count));
     std::copy(y.data(), y.data() + count * Out::size, out.data() + first * Out::size);
   }
-  if (what == Prediction::probabilities) detail::to_probabilities(out, Out::size, detail::ends_in_log_softmax<Net>);
+  if (what == Prediction::probabilities) {
+    if constexpr (Out::rank == 3)
+      detail::to_pixel_probabilities(out, Out::extents[0], Out::extents[1] * Out::extents[2]);
+    else
+      detail::to_probabilities(out, Out::size, detail::ends_in_log_softmax<Net>);
+  }
   return out;
 }
 

@@ -34,6 +34,7 @@ struct EpochMetrics {
   std::optional<double> first_epoch_seconds, second_epoch_seconds; // complete epochs of this run
   double epoch_seconds = 0, train_loss = 0, samples_per_s = 0;
   std::optional<double> test_accuracy, test_loss;
+  std::optional<double> test_mean_iou; // dense networks (EpochReport::test_mean_iou)
   std::uint64_t skipped_steps = 0;
   std::optional<std::size_t> skipped_files; // files the training set left out (EpochReport::skipped_files)
   double loss_scale = 0;                    // fp16's scale after the epoch; 0: none (null)
@@ -64,8 +65,9 @@ inline void append_metrics(const std::filesystem::path& path, const EpochMetrics
       << ", \"second epoch time\": " << json_number(m.second_epoch_seconds)
       << ", \"epoch time\": " << json_number(m.epoch_seconds) << ", \"steps\": " << m.steps
       << ", \"train_loss\": " << json_number(m.train_loss) << ", \"test_accuracy\": " << json_number(m.test_accuracy)
-      << ", \"test_loss\": " << json_number(m.test_loss) << ", \"samples_per_s\": " << json_number(m.samples_per_s)
-      << ", \"precision\": " << json_quote(m.precision) << ", \"skipped_steps\": " << m.skipped_steps
+      << ", \"test_loss\": " << json_number(m.test_loss) << ", \"test_mean_iou\": " << json_number(m.test_mean_iou)
+      << ", \"samples_per_s\": " << json_number(m.samples_per_s) << ", \"precision\": " << json_quote(m.precision)
+      << ", \"skipped_steps\": " << m.skipped_steps
       << ", \"skipped_files\": " << (m.skipped_files ? std::to_string(*m.skipped_files) : std::string("null"))
       << ", \"loss_scale\": " << (m.loss_scale > 0 ? json_number(m.loss_scale) : std::string("null")) << "}\n";
   if (!out) throw IoError(detail::concat(path.string(), ": writing the metrics failed"));

@@ -81,9 +81,7 @@ class SegmentationMetrics {
     const std::uint64_t n = pixels();
     if (n == 0)
       throw ValueError("SegmentationMetrics: pixel_accuracy of no pixels (every label ignored, or nothing added)");
-    std::uint64_t hit = 0;
-    for (std::size_t k = 0; k < classes_; ++k) hit += count(k, k);
-    return double(hit) / double(n);
+    return double(correct()) / double(n);
   }
   /// IoU of each class; negative (-1) for a class absent from labels and predictions.
   std::vector<double> iou() const {
@@ -113,8 +111,27 @@ class SegmentationMetrics {
       }
     return sum / double(present);
   }
+  /// Correct pixels counted so far (the confusion matrix's diagonal).
+  std::uint64_t correct() const noexcept {
+    std::uint64_t hit = 0;
+    for (std::size_t k = 0; k < classes_; ++k) hit += confusion_[k * classes_ + k];
+    return hit;
+  }
   void reset() { std::fill(confusion_.begin(), confusion_.end(), 0); }
   std::size_t classes() const noexcept { return classes_; }
+  std::int32_t ignore_index() const noexcept { return ignore_; }
+
+  /// The counts, (truth, predicted) row-major: classes() x classes() of them.
+  std::span<const std::uint64_t> confusion() const noexcept { return confusion_; }
+  /// Adds counts in confusion()'s layout (another replica's or rank's). ShapeError for a count of
+  /// counts other than classes() x classes().
+  void add_confusion(std::span<const std::uint64_t> counts) {
+    if (counts.size() != confusion_.size())
+      throw ShapeError(detail::concat("SegmentationMetrics: ", counts.size(), " counts to add, expected ",
+                                      confusion_.size(), " (", classes_, " x ", classes_, " classes)"));
+    for (std::size_t i = 0; i < counts.size(); ++i) confusion_[i] += counts[i];
+  }
+  void merge(const SegmentationMetrics& other) { add_confusion(other.confusion()); }
 
  private:
   std::size_t classes_;

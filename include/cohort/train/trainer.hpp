@@ -10,7 +10,9 @@
 ///
 /// `Trainer<Net, Optimizer, Parallel = SingleDevice<>, Precision = FullPrecision>`: the policies pick
 /// at compile time how a step is computed; the loop (sampling, batching, logging, checkpoints) is
-/// the same for all. The loss follows the network: NllLoss after a LogSoftmax, else CrossEntropyLoss.
+/// the same for all. The loss follows the network: NllLoss after a LogSoftmax, else CrossEntropyLoss;
+/// a network with a class per pixel (output (C, H, W)) trains on masks (SegmentationData) with
+/// PixelCrossEntropyLoss and is evaluated by pixel accuracy and mean IoU.
 
 #include <algorithm>
 #include <chrono>
@@ -46,6 +48,7 @@
 #include "cohort/train/engine/threaded_replicas_on_device.hpp"
 #include "cohort/train/metrics.hpp"
 #include "cohort/train/progress.hpp"
+#include "cohort/train/segmentation_metrics.hpp"
 #include "cohort/train/trainer_options.hpp"
 
 namespace cohort {
@@ -67,9 +70,22 @@ class Trainer {
   static_assert(detail::communicator_available<Parallel>,
                 "Trainer: ProcessGroupDDP<Nccl, Cuda> needs CUDA and NCCL: compile with nvcc, #include "
                 "<cohort/parallel/nccl.cuh> and link the cohort::nccl CMake target");
-  static_assert(Net::output_shape::rank == 1, "Trainer: the network must end in a vector of class scores");
+  static_assert(Net::output_shape::rank == 1 || Net::output_shape::rank == 3,
+                "Trainer: the network must end in a vector of class scores (classification) or in (C, H, W) scores, "
+                "a class per pixel (segmentation)");
+  // A dense network's per-pixel loss and metrics read scores in host memory.
+  static_assert(!detail::dense_output<Net> || host_memory_backend<typename Parallel::backend>,
+                "Trainer: a network with a class per pixel (output (C, H, W)) trains under the CPU policies "
+                "(SingleDevice<>, ThreadedReplicas<N>, ProcessGroupDDP<Mpi>); its per-pixel loss has no device "
+                "kernels yet");
   using input_shape = typename Net::input_shape;
-  static constexpr std::size_t outputs = Net::output_shape::size; // class scores: labels are 0 .. outputs - 1
+  static constexpr bool dense = detail::dense_output<Net>;                  // a class per pixel: masks, not labels
+  static constexpr std::size_t outputs = detail::classes_of<Net>;           // class scores: labels are 0 .. outputs - 1
+  static constexpr std::size_t per_sample = detail::labels_per_sample<Net>; // 1, or a mask's H * W
+  /// What this trainer's fit and evaluate take: labelled images, or images with masks when the
+  /// network predicts per pixel.
+  template <class D>
+  static constexpr bool trains_on = dense ? SegmentationData<D, input_shape> : ClassificationData<D, input_shape>;
   using engine_type = detail::TrainEngine<Parallel, Precision, Net, Opt>;
   static_assert(TrainEngineProtocol<engine_type, Net>,
                 "Trainer: the engine of this (Parallel, Precision) pair does "
@@ -84,6 +100,14 @@ class Trainer {
     // The run's seed and shuffle flag live in state_ from here on (a checkpoint carries them).
     state_.seed = options_.seed;
     state_.shuffle = options_.shuffle;
+    if (dense && !options_.augment.empty())
+      throw ValueError(detail::concat("Trainer: TrainerOptions::augment (", options_.augment.names(),
+                                      ") would move the images and not their masks (this network predicts a class per "
+                                      "pixel): give the transforms as TrainerOptions::joint_augment"));
+    if (!dense && !options_.joint_augment.empty())
+      throw ValueError(detail::concat("Trainer: TrainerOptions::joint_augment (", options_.joint_augment.names(),
+                                      ") transforms images with their masks, and this network predicts one class per "
+                                      "image: give the transforms as TrainerOptions::augment"));
     if (options_.ema) {
       if constexpr (ema_supported)
         ema_.emplace(*options_.ema);
@@ -146,15 +170,15 @@ class Trainer {
   /// max_steps is reached or an evaluation reaches target_accuracy; evaluates on `test` after
   /// each epoch if given.
   template <class Train, class Test = Train>
-  requires ClassificationData<Train, input_shape> std::vector<EpochReport> fit(const Train& train, std::size_t epochs,
-                                                                               const Test* test = nullptr) {
+  requires(trains_on<Train>) std::vector<EpochReport> fit(const Train& train, std::size_t epochs,
+                                                          const Test* test = nullptr) {
     static_assert(detail::dataset_type_fits<Train, input_shape>());
     static_assert(detail::dataset_type_fits<Test, input_shape>());
     detail::check_class_list(train, state_, class_names_, "Trainer::fit");
     if (test) detail::check_class_list(*test, state_, class_names_, "Trainer::fit (test set)");
     // Both sets checked before the first step: a bad test set would otherwise surface only
     // after an epoch of training (fit_epoch checks the training set again, cheaply).
-    if (test) detail::check_dataset<input_shape>(*test, outputs, "Trainer::fit (test set)");
+    if (test) check_data(*test, "Trainer::fit (test set)");
     std::vector<EpochReport> out;
     epochs_ = epochs; // for the progress bar's "epoch 2/10"
     if (options_.target_accuracy && !test)
@@ -171,10 +195,9 @@ class Trainer {
   /// share of the epoch (DistributedSampler: every rank runs the same number of steps) and
   /// `batch_size` is per rank, as in PyTorch; ThreadedReplicas splits each batch.
   template <class Train, class Test = Train>
-  requires ClassificationData<Train, input_shape> EpochReport fit_epoch(const Train& train,
-                                                                        const Test* test = nullptr) {
+  requires(trains_on<Train>) EpochReport fit_epoch(const Train& train, const Test* test = nullptr) {
     static_assert(detail::dataset_type_fits<Train, input_shape>());
-    detail::check_dataset<input_shape>(train, outputs, "Trainer::fit");
+    check_data(train, "Trainer::fit");
     detail::check_class_list(train, state_, class_names_, "Trainer::fit");
     const EpochPlan plan = plan_epoch(train.size());
     EpochReport r;
@@ -220,6 +243,7 @@ class Trainer {
       const EvalReport e = average ? evaluate_ema(*test) : evaluate(*test);
       r.test_accuracy = e.accuracy;
       r.test_loss = e.loss;
+      r.test_mean_iou = e.mean_iou;
     }
     record(r);
     return r;
@@ -227,34 +251,46 @@ class Trainer {
 
   /// Accuracy and mean loss on `data` in evaluation mode (dropout off, running statistics).
   /// Under ProcessGroupDDP each rank evaluates a contiguous share and the counts are summed.
+  /// A dense network's are over pixels, with the intersection over union (EvalReport).
   template <class Data>
-  requires ClassificationData<Data, input_shape> EvalReport evaluate(const Data& data) {
+  requires(trains_on<Data>) EvalReport evaluate(const Data& data) {
     static_assert(detail::dataset_type_fits<Data, input_shape>());
     if (data.size() == 0) throw ValueError("Trainer::evaluate: the dataset is empty (no accuracy to report)");
-    detail::check_dataset<input_shape>(data, outputs, "Trainer::evaluate");
+    check_data(data, "Trainer::evaluate");
     detail::check_class_list(data, state_, class_names_, "Trainer::evaluate");
     engine_.sync_buffers();
     const std::size_t n = data.size(), world = engine_.world(), rank = engine_.rank();
     const std::size_t begin = n * rank / world, end = n * (rank + 1) / world;
     double correct = 0, loss = 0;
+    std::optional<SegmentationMetrics> pixels;
+    if constexpr (dense) pixels.emplace(outputs, options_.ignore_index);
     std::vector<std::size_t> idx;
     for (std::size_t first = begin; first < end; first += options_.eval_batch_size) {
       const std::size_t count = std::min(options_.eval_batch_size, end - first);
       idx.resize(count);
       for (std::size_t i = 0; i < count; ++i) idx[i] = first + i;
       batches_.gather(data, idx, 0);
-      const auto [c, l] =
-          engine_.evaluate({batches_.images(0), count}, std::span<const std::int32_t>(batches_.labels(0), count));
+      const std::span<const std::int32_t> labels(batches_.labels(0), count * per_sample);
+      const auto [c, l] = [&] {
+        if constexpr (dense)
+          return engine_.evaluate({batches_.images(0), count}, labels, &*pixels);
+        else
+          return engine_.evaluate({batches_.images(0), count}, labels);
+      }();
       correct += double(c);
       loss += l;
     }
-    std::array<double, 2> totals{correct, loss};
-    engine_.sum(totals, "the evaluation counts");
-    EvalReport e;
-    e.samples = n;
-    e.accuracy = n ? 100.0 * totals[0] / double(n) : 0;
-    e.loss = n ? totals[1] / double(n) : 0;
-    return e;
+    if constexpr (dense) {
+      return dense_report(*pixels, loss, n);
+    } else {
+      std::array<double, 2> totals{correct, loss};
+      engine_.sum(totals, "the evaluation counts");
+      EvalReport e;
+      e.samples = n;
+      e.accuracy = n ? 100.0 * totals[0] / double(n) : 0;
+      e.loss = n ? totals[1] / double(n) : 0;
+      return e;
+    }
   }
 
   /// The weight average (TrainerOptions::ema), or nullptr when this trainer keeps none.
@@ -264,7 +300,7 @@ class Trainer {
   /// the trained ones (swapped in for the evaluation and back, also on an exception). ValueError
   /// without TrainerOptions::ema or before its first update.
   template <class Data>
-  requires ClassificationData<Data, input_shape> EvalReport evaluate_ema(const Data& data) {
+  requires(trains_on<Data>) EvalReport evaluate_ema(const Data& data) {
     if (!ema_) throw ValueError("Trainer::evaluate_ema: this trainer keeps no weight average (TrainerOptions::ema)");
     if (ema_->n_averaged() == 0)
       throw ValueError("Trainer::evaluate_ema: the weight average has no update yet (it starts after the first step)");
@@ -363,6 +399,51 @@ class Trainer {
   const TrainerState& state() const noexcept { return state_; }
 
  private:
+  /// The seam between a dataset and the network, checked before any step: the labels (and a
+  /// run-time-shaped dataset's extents), or the masks' shape (at compile time), classes,
+  /// ignore_index and every value.
+  template <class D>
+  void check_data(const D& d, const char* who) const {
+    if constexpr (dense) {
+      using Out = typename Net::output_shape;
+      static_assert(detail::mask_shape_matches_network_output<typename D::mask_shape,
+                                                              Shape<Out::extents[1], Out::extents[2]>>::value);
+      detail::check_mask_dataset(d, outputs, Out::extents[2], per_sample, options_.ignore_index, who);
+    } else {
+      detail::check_dataset<input_shape>(d, outputs, who);
+    }
+  }
+  /// A dense evaluation's report from this process's confusion counts and summed loss: both
+  /// summed over the ranks (integers, exact in double), the loss divided by the counted pixels'
+  /// weight total (the confusion matrix's rows are the pixels' true classes).
+  EvalReport dense_report(const SegmentationMetrics& local, double loss, std::size_t samples) {
+    const auto counts = local.confusion();
+    std::vector<double> totals(counts.size() + 1);
+    std::copy(counts.begin(), counts.end(), totals.begin());
+    totals.back() = loss;
+    engine_.sum(totals, "the evaluation counts");
+    std::vector<std::uint64_t> summed(counts.size());
+    for (std::size_t i = 0; i < summed.size(); ++i) summed[i] = std::uint64_t(totals[i]);
+    SegmentationMetrics all(outputs, options_.ignore_index);
+    all.add_confusion(summed);
+    if (all.pixels() == 0)
+      throw ValueError(detail::concat("Trainer::evaluate: every pixel of the dataset's masks is the ignore_index ",
+                                      options_.ignore_index, ": no accuracy to report"));
+    std::vector<double> truth(outputs, 0.0);
+    for (std::size_t t = 0; t < outputs; ++t)
+      for (std::size_t p = 0; p < outputs; ++p) truth[t] += double(all.count(t, p));
+    const auto& w = options_.loss.class_weights;
+    double weight = 0;
+    for (std::size_t t = 0; t < outputs; ++t) weight += truth[t] * (w.empty() ? 1.0 : double(w[t]));
+    EvalReport e;
+    e.samples = samples;
+    e.accuracy = 100.0 * all.pixel_accuracy();
+    e.loss = weight > 0 ? totals.back() / weight : 0;
+    e.mean_iou = all.mean_iou();
+    e.iou = all.iou();
+    return e;
+  }
+
   /// Sets the scheduled rate for the coming optimiser step (on every replica and device).
   void apply_lr_schedule() {
     // (Without set_lr, a schedule was refused at construction: detail::schedulable_lr.)
@@ -445,9 +526,10 @@ class Trainer {
       const std::size_t count = std::min(bs, plan.local - b * bs);
       const std::size_t ahead =
           detail::prefetch_pays<typename Parallel::backend, Train>(options_) ? options_.prefetch_batches : 0;
-      const std::size_t slot =
-          batches_.load(train, b, plan.batches, plan.local, bs, ahead, {&options_.augment, state_.seed, state_.epoch});
-      loss += engine_.step({batches_.images(slot), count}, std::span<const std::int32_t>(batches_.labels(slot), count),
+      const std::size_t slot = batches_.load(train, b, plan.batches, plan.local, bs, ahead,
+                                             {&options_.augment, state_.seed, state_.epoch, &options_.joint_augment});
+      loss += engine_.step({batches_.images(slot), count},
+                           std::span<const std::int32_t>(batches_.labels(slot), count * per_sample),
                            {.step = state_.step, .forward_pass = state_.forward_passes, .index = i, .count = group});
       ++state_.forward_passes;
       r.samples += count * world;
@@ -498,6 +580,7 @@ class Trainer {
                                       .samples_per_s = r.samples_per_s,
                                       .test_accuracy = r.test_accuracy,
                                       .test_loss = r.test_loss,
+                                      .test_mean_iou = r.test_mean_iou,
                                       .skipped_steps = engine_.skipped_steps(),
                                       .skipped_files = r.skipped_files,
                                       .loss_scale = engine_.loss_scale()});
@@ -511,7 +594,7 @@ class Trainer {
   std::vector<std::string> class_names_;  // see class_names()
   std::optional<WeightAverage<Net>> ema_; // TrainerOptions::ema
   // Staging memory is allocated on the thread that gathers, with the engine's device current.
-  detail::BatchStaging<input_shape, staging> batches_{[this] {
+  detail::BatchStaging<input_shape, staging, per_sample> batches_{[this] {
     if constexpr (requires { engine_.activate(); }) engine_.activate();
   }};
   std::vector<double> epoch_seconds_;

@@ -12,9 +12,11 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cohort/data/augment.hpp"
 #include "cohort/data/data_checks.hpp"
+#include "cohort/data/joint_augment.hpp"
 #include "cohort/loss/cross_entropy_options.hpp"
 #include "cohort/network/freezing.hpp"
 #include "cohort/optim/ema_options.hpp"
@@ -39,6 +41,20 @@ concept ClassificationData = requires(const D& d, std::size_t i) {
 &&(SampleLoadingData<D> || requires(const D& d, std::size_t i) {
   { d.image(i) } -> std::convertible_to<const float*>;
 });
+
+/// A set of images with a class per pixel that a Trainer of a dense network (output (C, H, W))
+/// trains on: data/dense_dataset.hpp's MaskDataset, or anything with the same members. Its
+/// `mask_shape` (Shape<H, W>) is checked against the network's output at compile time, its
+/// classes and every mask value before any step.
+template <class D, class InputShape>
+concept SegmentationData = requires(const D& d, std::size_t i) {
+  typename D::mask_shape;
+  { d.size() } -> std::convertible_to<std::size_t>;
+  { d.image(i) } -> std::convertible_to<const float*>;
+  { d.mask(i) } -> std::convertible_to<const std::int32_t*>;
+  { d.num_classes() } -> std::convertible_to<std::size_t>;
+  { d.ignore_index() } -> std::convertible_to<std::int32_t>;
+};
 
 /// How the trainer runs, logs and records.
 struct TrainerOptions {
@@ -96,6 +112,10 @@ struct TrainerOptions {
   /// by (seed, epoch, dataset sample index): the same images for every policy, replica count,
   /// world size and prefetch setting, and after a resume (data/augment.hpp). Empty: none.
   Augmentation augment{};
+  /// A dense network's (segmentation's) transforms: each training image with its mask, the
+  /// same crop and flip for both (data/joint_augment.hpp), keyed as `augment` is. `augment`
+  /// would move the images under their masks, so a dense trainer refuses it.
+  JointAugmentation joint_augment{};
   /// The learning rate over training (optim/lr_schedule.hpp; empty: the optimiser's own,
   /// throughout). It is set before every optimiser step from the optimiser's rate at
   /// construction and the epochs completed, or with `schedule_per_step` the optimiser steps
@@ -116,6 +136,10 @@ struct TrainerOptions {
   /// (loss/cross_entropy_options.hpp); split batches are normalised by the whole step's weight
   /// total. A network ending in LogSoftmax (NllLoss) refuses them.
   CrossEntropyOptions loss{};
+  /// A dense network's (PixelCrossEntropyLoss's, mean IoU's) label of pixels that count for
+  /// nothing: the training and test sets must mark them so (MaskDataset::ignore_index, e.g.
+  /// VOC's 255).
+  std::int32_t ignore_index = -100;
   /// Layers that do not train: a fine-tune's backbone (network/freezing.hpp; torch's
   /// requires_grad_(False) with .eval() on them). Under every policy and precision their
   /// parameters, optimiser state and (in eval mode) running statistics stay as loaded, backward
@@ -135,6 +159,9 @@ struct EpochReport {
   std::size_t steps = 0, samples = 0;
   double seconds = 0, samples_per_s = 0, train_loss = 0;
   std::optional<double> test_accuracy, test_loss;
+  /// A dense network's mean IoU on the test set (EvalReport::mean_iou); test_accuracy is then
+  /// the pixel accuracy.
+  std::optional<double> test_mean_iou;
   /// The training set's files left out when it was opened (ImageFolder's BadFiles::skip: its
   /// skipped() list); empty for data sets that cannot skip.
   std::optional<std::size_t> skipped_files;
@@ -150,17 +177,26 @@ inline void print_epoch_line(std::ostream& out, const EpochReport& r) {
                 r.train_loss);
   out << line;
   if (r.test_accuracy) {
-    std::snprintf(line, sizeof line, ", test accuracy %.2f%%", *r.test_accuracy);
+    std::snprintf(line, sizeof line, r.test_mean_iou ? ", test pixel accuracy %.2f%%" : ", test accuracy %.2f%%",
+                  *r.test_accuracy);
+    out << line;
+  }
+  if (r.test_mean_iou) {
+    std::snprintf(line, sizeof line, ", mean IoU %.4f", *r.test_mean_iou);
     out << line;
   }
   if (r.skipped_files.value_or(0) > 0) out << ", " << *r.skipped_files << " bad file(s) skipped";
   out << std::endl;
 }
 
-/// Accuracy (percent) and mean loss over a dataset.
+/// Accuracy (percent) and mean loss over a dataset. A dense network's accuracy is over pixels
+/// (those not ignored), its loss the mean over them (weighted with class weights), and the
+/// intersection over union is reported (train/segmentation_metrics.hpp's definitions).
 struct EvalReport {
   double accuracy = 0, loss = 0;
   std::size_t samples = 0;
+  std::optional<double> mean_iou{};
+  std::vector<double> iou{}; // per class; -1 for a class absent from labels and predictions
 };
 
 } // namespace cohort

@@ -21,6 +21,7 @@
 #include "cohort/data/augment.hpp"
 #include "cohort/data/batch_prefetcher.hpp"
 #include "cohort/data/data_checks.hpp"
+#include "cohort/data/joint_augment.hpp"
 #include "cohort/tensor/buffer.hpp"
 #include "cohort/train/trainer_options.hpp"
 
@@ -40,13 +41,15 @@ bool prefetch_pays(const TrainerOptions& o) noexcept {
     return o.prefetch;
 }
 
-template <class InputShape, class Staging>
+/// `PerSample`: the labels of one sample (1, or a dense network's H * W: a mask).
+template <class InputShape, class Staging, std::size_t PerSample = 1>
 class BatchStaging {
  public:
   /// A training batch's augmentation: its transforms, keyed by (seed, epoch, sample index).
   struct Augment {
     const Augmentation* transforms = nullptr; // null or empty: none (evaluation batches)
     std::uint64_t seed = 0, epoch = 0;
+    const JointAugmentation* joint = nullptr; // masks: each image with its mask (null or empty: none)
   };
 
   /// `activate` runs before every gather, on whichever thread gathers: a device engine makes
@@ -66,8 +69,20 @@ class BatchStaging {
     auto& x = x_[slot];
     auto& y = y_[slot];
     x.resize(std::max(x.size(), idx.size() * InputShape::size));
-    y.resize(std::max(y.size(), idx.size()));
-    if constexpr (SampleLoadingData<Data>) {
+    y.resize(std::max(y.size(), idx.size() * PerSample));
+    if constexpr (requires { data.mask(std::size_t{}); }) { // an image and its mask (PerSample labels)
+      for (std::size_t i = 0; i < idx.size(); ++i) {
+        const float* src = data.image(idx[i]);
+        std::copy(src, src + InputShape::size, x.data() + i * InputShape::size);
+        std::copy_n(data.mask(idx[i]), PerSample, y.data() + i * PerSample);
+      }
+      if (!augment.joint || augment.joint->empty()) return;
+      constexpr ImageDims shape{InputShape::extents[0], InputShape::extents[1], InputShape::extents[2]};
+      for (std::size_t i = 0; i < idx.size(); ++i)
+        augment.joint->apply({x.data() + i * InputShape::size, InputShape::size}, shape,
+                             {y.data() + i * PerSample, PerSample}, augment.seed, augment.epoch, idx[i]);
+      return;
+    } else if constexpr (SampleLoadingData<Data>) {
       data.load_samples(idx, {x.data(), idx.size() * InputShape::size}, SampleDraw{augment.seed, augment.epoch});
       for (std::size_t i = 0; i < idx.size(); ++i) y[i] = data.label(idx[i]);
     } else {

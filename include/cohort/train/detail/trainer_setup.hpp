@@ -146,6 +146,7 @@ EngineOptions engine_options(const TrainerOptions& o) {
                   .parallel = o.parallel,
                   .loss_scale = o.loss_scale,
                   .loss = o.loss,
+                  .ignore_index = o.ignore_index,
                   .frozen = frozen_layers<Net>(o.freeze),
                   .eval_chunk = o.batch_size,
                   .agreement = {}};
@@ -160,6 +161,9 @@ EngineOptions engine_options(const TrainerOptions& o) {
       concat("parameter_groups: ", o.parameter_groups ? parameter_groups<Net>(o.parameter_groups).size() : 0),
       concat("label_smoothing: ", exact_text(o.loss.label_smoothing)),
       concat("class_weights: ", class_weights_text(o.loss.class_weights)),
+      concat("ignore_index: ", o.ignore_index),
+      concat("augment: ", o.augment.names()),
+      concat("joint_augment: ", o.joint_augment.names()),
       concat("freeze: ", e.frozen.text())};
   return e;
 }

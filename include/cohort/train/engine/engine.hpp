@@ -46,6 +46,8 @@ struct EngineOptions {
   /// Label smoothing and class weights of CrossEntropyLoss (a network ending in LogSoftmax,
   /// trained with NllLoss, takes neither).
   CrossEntropyOptions loss{};
+  /// The label of pixels that add nothing to a dense network's loss and metrics.
+  std::int32_t ignore_index = -100;
   /// The layers that do not train (network/freezing.hpp): every replica's executor skips them,
   /// DDP's buckets leave them out. (The optimiser's frozen runs come with the optimiser.)
   FrozenLayers frozen{};

@@ -74,7 +74,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   TrainEngine(Opt opt, const EngineOptions& o)
       : o_(o.parallel), seed_(o.seed), comm_(o.parallel.timeout_s),
         params_(initialized_parameters<params_type>(o.seed)), prec_(params_, o.loss_scale),
-        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk), opt_(std::move(opt)) {
+        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk, o.ignore_index), opt_(std::move(opt)) {
     rank_ = std::size_t(comm_.rank());
     world_ = std::size_t(comm_.size());
     scatter_comm_ = comm_.duplicate();
@@ -122,7 +122,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
     if (m.index == 0) comm_.begin_step(m.step);
     // Class weights: every rank normalises by the weight total of all ranks' labels.
-    const double total = step_weight_total<Net::output_shape::size>(replica_.loss(), labels, *this);
+    const double total = step_weight_total<classes_of<Net>>(replica_.loss(), labels, *this);
     const double local = o_.deterministic ? step_chunks(x, labels, m, total) : step_rank(x, labels, m, total);
     if (!m.last()) return local;
     finish_buckets();
@@ -136,8 +136,9 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     return loss;
   }
 
-  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
-    return replica_.evaluate(prec_.compute(), x, labels, seed_, prec_.master_values());
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels,
+                                          SegmentationMetrics* metrics = nullptr) {
+    return replica_.evaluate(prec_.compute(), x, labels, seed_, prec_.master_values(), metrics);
   }
 
   std::size_t rank() const noexcept { return rank_; }
@@ -221,14 +222,14 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     double loss = 0;
     for (std::size_t s = 0; s < per_rank; ++s) {
       const std::size_t j = chunk_of(rank_, s, world_); // the global chunk in slot s (as checkpoints store it)
-      const std::size_t count = gather_strided<typename Net::input_shape>(x.data(), labels, s, per_rank,
-                                                                          replica_.chunk_x, replica_.chunk_labels);
+      const std::size_t count = gather_strided<typename Net::input_shape, labels_per_sample<Net>>(
+          x.data(), labels, s, per_rank, replica_.chunk_x, replica_.chunk_labels);
       grads_type& g = *slots_[s];
       if (count == 0) {
         if (m.index == 0) g.values.fill(0.f);
         continue;
       }
-      const ShardNorm norm = shard_norm(count, labels.size() * world_, total);
+      const ShardNorm norm = shard_norm(count, labels.size() / labels_per_sample<Net> * world_, total);
       const StepInfo info = train_step_info(seed_, m, j, chunks, j == 0);
       const input_view chunk{replica_.chunk_x.data(), count};
       const double scale = prec_.loss_factor() * norm.share / double(m.count);

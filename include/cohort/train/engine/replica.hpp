@@ -20,6 +20,7 @@
 #include "cohort/tensor/buffer.hpp"
 #include "cohort/train/engine/default_loss.hpp"
 #include "cohort/train/engine/micro_step.hpp"
+#include "cohort/train/segmentation_metrics.hpp"
 
 namespace cohort::detail {
 
@@ -57,16 +58,19 @@ namespace detail {
 /// (correct predictions, summed loss) over `x` in chunks of at most `chunk` samples:
 /// `chunk_result(part, part_labels)` gives one chunk's (correct, mean loss). The one chunking
 /// loop of the CPU and device replicas.
+/// (A dense network's chunk result is (correct pixels, summed loss): its loss is not weighed by
+/// the sample count.)
 template <class Net, class View, class F>
 std::pair<std::size_t, double> evaluate_in_chunks(View x, std::span<const std::int32_t> labels, std::size_t chunk,
                                                   F&& chunk_result) {
+  constexpr std::size_t per = labels_per_sample<Net>;
   std::pair<std::size_t, double> total{0, 0.0};
   for (std::size_t at = 0; at < x.batch(); at += chunk) {
     const std::size_t n = std::min(chunk, x.batch() - at);
-    const auto [correct, mean_loss] =
-        chunk_result(View{x.data() + at * Net::input_shape::size, n}, labels.subspan(at, n));
+    const auto [correct, loss] =
+        chunk_result(View{x.data() + at * Net::input_shape::size, n}, labels.subspan(at * per, n * per));
     total.first += correct;
-    total.second += mean_loss * double(n);
+    total.second += dense_output<Net> ? loss : loss * double(n);
   }
   return total;
 }
@@ -98,10 +102,11 @@ class Replica {
   /// `pool`: the threads this replica's kernels run on (one replica's pool is never used by two
   /// threads at once); `loss`: CrossEntropyLoss's smoothing and class weights; `frozen`: the
   /// layers that do not train (network/freezing.hpp); `eval_limit`: eval_chunk's limit.
+  /// `ignore_index`: the label of pixels that add nothing (a dense network's PixelCrossEntropyLoss).
   explicit Replica(ThreadPool& pool, const CrossEntropyOptions& loss = {}, const FrozenLayers& frozen = {},
-                   std::size_t eval_limit = 0)
-      : ctx_{&pool}, loss_(make_loss<loss_type, Net::output_shape::size>(loss)), eval_limit_(eval_limit) {
-    loss_.set_context(ctx_);
+                   std::size_t eval_limit = 0, std::int32_t ignore_index = -100)
+      : ctx_{&pool}, loss_(make_loss<loss_type, classes_of<Net>>(loss, ignore_index)), eval_limit_(eval_limit) {
+    if constexpr (requires { loss_.set_context(ctx_); }) loss_.set_context(ctx_);
     exec_.set_frozen(frozen);
   }
 
@@ -121,23 +126,31 @@ class Replica {
   }
 
   /// (correct predictions, summed loss) in evaluation mode, in chunks of at most what training
-  /// allocated for (eval_chunk).
+  /// allocated for (eval_chunk). A dense network's are (correct pixels, the loss summed over the
+  /// counted pixels, weighted), its predictions added to `metrics` (required).
   std::pair<std::size_t, double> evaluate(params_type& p, input_view x, std::span<const std::int32_t> labels,
-                                          std::uint64_t seed, const float* master = nullptr) {
+                                          std::uint64_t seed, const float* master = nullptr,
+                                          SegmentationMetrics* metrics = nullptr) {
     const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
     const std::size_t chunk = eval_chunk(exec_.capacity(), x.batch(), eval_limit_);
-    return detail::evaluate_in_chunks<Net>(x, labels, chunk,
-                                           [&](input_view part, std::span<const std::int32_t> part_labels) {
-                                             const auto y = exec_.forward(ctx_, info, p, input(part), master);
-                                             const double l = loss_.forward(y, part_labels);
-                                             if constexpr (std::is_same_v<T, float>) {
-                                               return std::pair{count_correct<Net>(y.data(), part_labels), l};
-                                             } else {
-                                               scores_.resize(y.size());
-                                               cpu::load_floats(cpu::active_isa(), y.data(), scores_.data(), y.size());
-                                               return std::pair{count_correct<Net>(scores_.data(), part_labels), l};
-                                             }
-                                           });
+    return detail::evaluate_in_chunks<Net>(
+        x, labels, chunk, [&](input_view part, std::span<const std::int32_t> part_labels) {
+          const auto y = exec_.forward(ctx_, info, p, input(part), master);
+          const double l = loss_.forward(y, part_labels);
+          if constexpr (dense_output<Net>) {
+            if (!metrics)
+              throw ValueError("Replica::evaluate: a per-pixel network's evaluation needs SegmentationMetrics");
+            const std::uint64_t before = metrics->correct();
+            metrics->add(y, part_labels);
+            return std::pair{std::size_t(metrics->correct() - before), l * loss_.denominator()};
+          } else if constexpr (std::is_same_v<T, float>) {
+            return std::pair{count_correct<Net>(y.data(), part_labels), l};
+          } else {
+            scores_.resize(y.size());
+            cpu::load_floats(cpu::active_isa(), y.data(), scores_.data(), y.size());
+            return std::pair{count_correct<Net>(scores_.data(), part_labels), l};
+          }
+        });
   }
 
   grads_type& gradients() noexcept { return grads_; }

@@ -35,9 +35,18 @@ inline ShardNorm shard_norm(std::size_t count, std::size_t n, double total) {
 /// The global weight total of a step's batch for a loss with class weights (0 without: shards
 /// weigh by count). `labels` are this process's; `collectives.sum` adds the class counts of
 /// every rank's (integers: the same total on every rank, for any split).
+///
+/// A per-pixel loss (PixelCrossEntropyLoss) always has one: the mean is over the step's counted
+/// pixels (not ignore_index), however many of them each shard holds, so every shard divides by
+/// the weight total of the whole step's (0 when every pixel is ignored: each shard's loss is 0).
 template <std::size_t Classes, class Loss, class Collectives>
 double step_weight_total(const Loss& loss, std::span<const std::int32_t> labels, Collectives& collectives) {
-  if constexpr (!requires { loss.weighted(); }) {
+  if constexpr (requires { loss.ignore_index(); }) {
+    std::vector<double> counts(Classes, 0.0);
+    loss.count_classes(labels, counts);
+    collectives.sum(counts, "the class counts of the step's pixels");
+    return loss.weight_total(counts);
+  } else if constexpr (!requires { loss.weighted(); }) {
     return 0.0;
   } else {
     if (!loss.weighted()) return 0.0;
@@ -53,18 +62,20 @@ double step_weight_total(const Loss& loss, std::span<const std::int32_t> labels,
   }
 }
 
-/// Copies samples first, first + stride, ... (count of them) of a batch into `x` and `labels`:
-/// deterministic mode's chunk j of a batch is its samples j, j + chunks, j + 2 * chunks, ...
-template <class Shape>
+/// Copies samples first, first + stride, ... (count of them) of a batch into `x` and `labels`
+/// (`PerSample` labels each: one, or a dense network's H * W): deterministic mode's chunk j of a
+/// batch is its samples j, j + chunks, j + 2 * chunks, ...
+template <class Shape, std::size_t PerSample = 1>
 std::size_t gather_strided(const float* x, std::span<const std::int32_t> labels, std::size_t first, std::size_t stride,
                            HostBuffer<float>& out_x, std::vector<std::int32_t>& out_labels) {
-  const std::size_t n = labels.size() > first ? (labels.size() - first + stride - 1) / stride : 0;
+  const std::size_t samples = labels.size() / PerSample;
+  const std::size_t n = samples > first ? (samples - first + stride - 1) / stride : 0;
   if (out_x.size() < n * Shape::size) out_x.resize(n * Shape::size);
-  out_labels.resize(n);
+  out_labels.resize(n * PerSample);
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t src = first + i * stride;
     std::copy(x + src * Shape::size, x + (src + 1) * Shape::size, out_x.data() + i * Shape::size);
-    out_labels[i] = labels[src];
+    std::copy_n(labels.data() + src * PerSample, PerSample, out_labels.data() + i * PerSample);
   }
   return n;
 }

@@ -25,7 +25,7 @@ class TrainEngine<SingleDevice<Cpu>, Precision, Net, Opt>
 
   TrainEngine(Opt opt, const EngineOptions& o)
       : seed_(o.seed), master_(initialized_parameters<params_type>(o.seed)), prec_(master_, o.loss_scale),
-        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk), opt_(std::move(opt)) {}
+        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk, o.ignore_index), opt_(std::move(opt)) {}
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
     const StepInfo info = train_step_info(seed_, m);
@@ -40,9 +40,11 @@ class TrainEngine<SingleDevice<Cpu>, Precision, Net, Opt>
     return l;
   }
 
-  /// (correct predictions, summed loss) over the batch, in evaluation mode.
-  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
-    return replica_.evaluate(prec_.compute(), x, labels, seed_, prec_.master_values());
+  /// (correct predictions, summed loss) over the batch, in evaluation mode (a dense network's
+  /// predictions added to `metrics`).
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels,
+                                          SegmentationMetrics* metrics = nullptr) {
+    return replica_.evaluate(prec_.compute(), x, labels, seed_, prec_.master_values(), metrics);
   }
 
   params_type& parameters() noexcept { return master_; }

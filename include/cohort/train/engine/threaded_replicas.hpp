@@ -50,6 +50,7 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
   using replica_type = Replica<Net, compute_type>;
   using input_view = ConstBatchView<typename Net::input_shape, float>;
   static constexpr std::size_t in_size = Net::input_shape::size;
+  static constexpr std::size_t per = labels_per_sample<Net>; // labels per sample
 
   TrainEngine(Opt opt, const EngineOptions& o)
       : o_(o.parallel), seed_(o.seed), n_(count(o.parallel)), team_(n_),
@@ -58,7 +59,7 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
     if (o_.threads_per_replica == 0) throw ValueError("ThreadedReplicas: threads_per_replica must be at least 1");
     for (std::size_t r = 0; r < n_; ++r) {
       pools_.push_back(std::make_unique<ThreadPool>(o_.threads_per_replica));
-      replicas_.push_back(std::make_unique<replica_type>(*pools_[r], o.loss, o.frozen, o.eval_chunk));
+      replicas_.push_back(std::make_unique<replica_type>(*pools_[r], o.loss, o.frozen, o.eval_chunk, o.ignore_index));
     }
     if (o_.deterministic) {
       chunk_grads_.resize(o_.deterministic_chunks);
@@ -71,19 +72,25 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
     return o_.deterministic ? step_chunks(x, labels, m) : step_shards(x, labels, m);
   }
 
-  /// (correct predictions, summed loss) over the batch, the replicas evaluating shards of it.
-  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
+  /// (correct predictions, summed loss) over the batch, the replicas evaluating shards of it (a
+  /// dense network's each into its own copy of `metrics`, merged in replica order).
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels,
+                                          SegmentationMetrics* metrics = nullptr) {
     std::vector<std::pair<std::size_t, double>> part(n_);
+    std::vector<SegmentationMetrics> part_metrics;
+    if (metrics) part_metrics.assign(n_, SegmentationMetrics(metrics->classes(), metrics->ignore_index()));
     team_.parallel_for(n_, 1, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t r = lo; r < hi; ++r) {
-        const auto [begin, count] = shard(labels.size(), r);
+        const auto [begin, count] = shard(labels.size() / per, r);
         if (count == 0) continue;
         part[r] = replicas_[r]->evaluate(prec_.compute(), {x.data() + begin * in_size, count},
-                                         labels.subspan(begin, count), seed_, prec_.master_values());
+                                         labels.subspan(begin * per, count * per), seed_, prec_.master_values(),
+                                         metrics ? &part_metrics[r] : nullptr);
       }
     });
     std::pair<std::size_t, double> total{};
     for (const auto& p : part) total.first += p.first, total.second += p.second;
+    for (const auto& m : part_metrics) metrics->merge(m);
     return total;
   }
 
@@ -103,8 +110,8 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
   }
 
   double step_shards(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
-    const std::size_t n = labels.size();
-    const double weights = step_weight_total<Net::output_shape::size>(replicas_[0]->loss(), labels, *this);
+    const std::size_t n = labels.size() / per;
+    const double weights = step_weight_total<classes_of<Net>>(replicas_[0]->loss(), labels, *this);
     std::vector<double> loss(n_, 0.0);
     team_.parallel_for(n_, 1, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t r = lo; r < hi; ++r) {
@@ -115,11 +122,11 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
           continue;
         }
         const ShardNorm s = shard_norm(count, n, weights);
-        loss[r] =
-            s.share * replicas_[r]->train(prec_.compute(), g, {x.data() + begin * in_size, count},
-                                          labels.subspan(begin, count), train_step_info(seed_, m, begin, 1, r == 0),
-                                          prec_.loss_factor() * s.share / double(m.count), m.index > 0, NoHook{},
-                                          prec_.master_values(), s.denominator);
+        loss[r] = s.share * replicas_[r]->train(prec_.compute(), g, {x.data() + begin * in_size, count},
+                                                labels.subspan(begin * per, count * per),
+                                                train_step_info(seed_, m, begin, 1, r == 0),
+                                                prec_.loss_factor() * s.share / double(m.count), m.index > 0, NoHook{},
+                                                prec_.master_values(), s.denominator);
       }
     });
     if (m.last()) {
@@ -133,15 +140,15 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
   }
 
   double step_chunks(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
-    const std::size_t n = labels.size(), chunks = o_.deterministic_chunks;
-    const double weights = step_weight_total<Net::output_shape::size>(replicas_[0]->loss(), labels, *this);
+    const std::size_t n = labels.size() / per, chunks = o_.deterministic_chunks;
+    const double weights = step_weight_total<classes_of<Net>>(replicas_[0]->loss(), labels, *this);
     std::vector<double> loss(chunks, 0.0);
     team_.parallel_for(n_, 1, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t r = lo; r < hi; ++r)
         for (std::size_t j = r; j < chunks; j += n_) { // replica r takes chunks r, r + n, ...
           replica_type& rep = *replicas_[r];
-          const std::size_t count =
-              gather_strided<typename Net::input_shape>(x.data(), labels, j, chunks, rep.chunk_x, rep.chunk_labels);
+          const std::size_t count = gather_strided<typename Net::input_shape, per>(x.data(), labels, j, chunks,
+                                                                                   rep.chunk_x, rep.chunk_labels);
           grads_type& g = *chunk_grads_[j];
           if (count == 0) {
             if (m.index == 0) g.values.fill(0.f);
