@@ -4,12 +4,17 @@
 //   ./build/examples/segment_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--train-samples N]
 //                                          [--test-samples N] [--data DIR] [--seed S] [--min-miou X]
 //                                          [--crop P] [--flip] [--model unet|unet-paper]
+//                                          [--trainer [--replicas N] [--metrics FILE] [--save FILE]]
 //
 // --min-miou: exit status 1 when the final test mean IoU is below X (the ctest smoke test).
 // --crop P, --flip: joint augmentation of each training image with its mask (data/joint_augment.hpp):
 // a random 28x28 window of the image padded by P pixels (mask padding ignored by the loss), a
 // horizontal flip with p = 0.5. --model unet-paper: transposed up-convolutions and GroupNorm
 // (models::UNetUpsampling::transposed, models::UNetNorm::group) instead of bilinear and BatchNorm.
+// --trainer: the same recipe through cohort::Trainer (train/trainer.hpp) instead of the loop below:
+// every batch of the epoch (the last one short), ThreadedReplicas<N> with --replicas N (one by
+// default), the Trainer's epoch lines, a metrics file (--metrics, with "test_mean_iou") and a
+// checkpoint (--save) that resumes exactly.
 //
 // The task (issue 38), a rule anyone can rebuild: pixel (h, w) of image n is class label[n] + 1
 // (1..10, the garment) where its byte is at least 64 (a quarter of full scale), else class 0
@@ -112,6 +117,26 @@ int run(const Data& train, const Data& test, int epochs, std::size_t batch, doub
   return 0;
 }
 
+/// The recipe through the Trainer: what a user of the library writes.
+template <class Net>
+int run_trainer(const Data& train, const Data& test, int epochs, std::size_t batch, double lr, std::uint64_t seed,
+                double min_miou, const JointAugmentation& aug, std::size_t replicas,
+                const std::filesystem::path& metrics, const std::filesystem::path& save) {
+  TrainerOptions o{.batch_size = batch, .seed = seed, .log_interval = 0, .metrics = metrics};
+  o.parallel.replicas = replicas;
+  o.joint_augment = aug;
+  Trainer<Net, Adam<>, ThreadedReplicas<dynamic_replicas>> trainer(Adam({.lr = lr}), o);
+  const std::vector<EpochReport> history = trainer.fit(train, std::size_t(epochs), &test);
+  if (!save.empty()) trainer.save(save);
+  const double miou = *history.back().test_mean_iou;
+  std::printf("Test mean IoU: %.4f\n", miou);
+  if (miou < min_miou) {
+    std::fprintf(stderr, "segment_fashion_mnist: mean IoU %.4f is below --min-miou %.4f\n", miou, min_miou);
+    return 1;
+  }
+  return 0;
+}
+
 const char* arg(int& i, int argc, char** argv) {
   if (i + 1 >= argc) {
     std::fprintf(stderr, "segment_fashion_mnist: %s needs a value\n", argv[i]);
@@ -127,7 +152,9 @@ int main(int argc, char** argv) {
   double lr = 1e-3, min_miou = 0;
   std::uint64_t seed = 0;
   std::size_t crop = 0;
-  bool flip = false;
+  bool flip = false, use_trainer = false;
+  std::size_t replicas = 1;
+  std::filesystem::path metrics, save;
   std::string model = "unet";
   std::filesystem::path dir = default_data_dir;
   for (int i = 1; i < argc; ++i) {
@@ -152,18 +179,31 @@ int main(int argc, char** argv) {
       crop = std::size_t(std::atol(arg(i, argc, argv)));
     else if (a == "--flip")
       flip = true;
+    else if (a == "--trainer")
+      use_trainer = true;
+    else if (a == "--replicas")
+      replicas = std::size_t(std::atol(arg(i, argc, argv)));
+    else if (a == "--metrics")
+      metrics = arg(i, argc, argv);
+    else if (a == "--save")
+      save = arg(i, argc, argv);
     else if (a == "--model" && i + 1 < argc &&
              (std::string(argv[i + 1]) == "unet" || std::string(argv[i + 1]) == "unet-paper"))
       model = arg(i, argc, argv);
     else {
       std::fprintf(stderr,
                    "usage: segment_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--test-samples N] [--min-miou X] "
-                   "[--train-samples N] [--data DIR] [--seed S] [--crop P] [--flip] [--model unet|unet-paper]\n");
+                   "[--train-samples N] [--data DIR] [--seed S] [--crop P] [--flip] [--model unet|unet-paper] "
+                   "[--trainer [--replicas N] [--metrics FILE] [--save FILE]]\n");
       return 2;
     }
   }
-  if (epochs < 1 || batch < 1 || test_samples < 1) {
-    std::fprintf(stderr, "segment_fashion_mnist: --epochs, --batch and --test-samples must be positive\n");
+  if (epochs < 1 || batch < 1 || test_samples < 1 || replicas < 1) {
+    std::fprintf(stderr, "segment_fashion_mnist: --epochs, --batch, --test-samples and --replicas must be positive\n");
+    return 2;
+  }
+  if (!use_trainer && (replicas != 1 || !metrics.empty() || !save.empty())) {
+    std::fprintf(stderr, "segment_fashion_mnist: --replicas, --metrics and --save go with --trainer\n");
     return 2;
   }
   try {
@@ -175,9 +215,15 @@ int main(int argc, char** argv) {
     std::printf("U-Net width 16, depth 2, 11 classes (%s); %zu training images, %zu test images, batch %zu%s%s\n",
                 model == "unet" ? "bilinear, BatchNorm" : "transposed convolutions, GroupNorm", train.size(),
                 test.size(), batch, aug.empty() ? "" : "; augmentation ", aug.names().c_str());
-    if (model == "unet") return run<models::UNet<In, 11, 16, 2>>(train, test, epochs, batch, lr, seed, min_miou, aug);
-    return run<models::UNet<In, 11, 16, 2, models::UNetUpsampling::transposed, models::UNetNorm::group>>(
-        train, test, epochs, batch, lr, seed, min_miou, aug);
+    using UNet = models::UNet<In, 11, 16, 2>;
+    using PaperUNet = models::UNet<In, 11, 16, 2, models::UNetUpsampling::transposed, models::UNetNorm::group>;
+    if (use_trainer) {
+      if (model == "unet")
+        return run_trainer<UNet>(train, test, epochs, batch, lr, seed, min_miou, aug, replicas, metrics, save);
+      return run_trainer<PaperUNet>(train, test, epochs, batch, lr, seed, min_miou, aug, replicas, metrics, save);
+    }
+    if (model == "unet") return run<UNet>(train, test, epochs, batch, lr, seed, min_miou, aug);
+    return run<PaperUNet>(train, test, epochs, batch, lr, seed, min_miou, aug);
   } catch (const Error& e) {
     std::fprintf(stderr, "segment_fashion_mnist: %s\n", e.what());
     return 1;
