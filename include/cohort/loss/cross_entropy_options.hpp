@@ -91,11 +91,16 @@ inline void count_classes(std::span<const std::int32_t> labels, std::span<double
   for (const std::int32_t y : labels) counts[std::size_t(y)] += 1;
 }
 
-/// sum_c counts[c] * w[c] in class order: the weight total of labels with these class counts.
-/// Counts are integers (exact in double, exact when all-reduced), so the total has the same bits
-/// however the labels were split between replicas, chunks and ranks.
+/// sum_c counts[c] * w[c] in class order: the weight total of labels with these class counts
+/// (no weights: every class weighs 1, the count of labels). Counts are integers (exact in
+/// double, exact when all-reduced), so the total has the same bits however the labels were
+/// split between replicas, chunks and ranks.
 inline double weight_total(std::span<const float> w, std::span<const double> counts) {
   double total = 0;
+  if (w.empty()) {
+    for (const double n : counts) total += n;
+    return total;
+  }
   for (std::size_t c = 0; c < w.size(); ++c) total += counts[c] * double(w[c]);
   return total;
 }

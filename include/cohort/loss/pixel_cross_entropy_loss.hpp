@@ -155,14 +155,7 @@ class PixelCrossEntropyLoss {
   }
   /// The weight total of pixels with these class counts, in class order (counts are integers:
   /// exact when summed over shards, so every split of a batch gets the same bits).
-  double weight_total(std::span<const double> counts) const {
-    if (o_.class_weights.empty()) {
-      double total = 0;
-      for (const double c : counts) total += c;
-      return total;
-    }
-    return detail::weight_total(o_.class_weights, counts);
-  }
+  double weight_total(std::span<const double> counts) const { return detail::weight_total(o_.class_weights, counts); }
 
  private:
   CrossEntropyOptions as_options() const {

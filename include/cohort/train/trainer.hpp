@@ -432,9 +432,7 @@ class Trainer {
     std::vector<double> truth(outputs, 0.0);
     for (std::size_t t = 0; t < outputs; ++t)
       for (std::size_t p = 0; p < outputs; ++p) truth[t] += double(all.count(t, p));
-    const auto& w = options_.loss.class_weights;
-    double weight = 0;
-    for (std::size_t t = 0; t < outputs; ++t) weight += truth[t] * (w.empty() ? 1.0 : double(w[t]));
+    const double weight = detail::weight_total(options_.loss.class_weights, truth);
     EvalReport e;
     e.samples = samples;
     e.accuracy = 100.0 * all.pixel_accuracy();
