@@ -26,7 +26,7 @@ groups=(cpu device_omp mpi packaging format asan tsan fuzz)
 # The tree is built at -O1 -fexpensive-optimizations, not the Release default -O3, everywhere
 # (kernel library, tests, examples: one level in every program), for compiler time (issue 32):
 # -O3 -> -O2 was 20% less per unit (residual.cpp 52.7 -> 42.5 s), -O2 -> this another 30% (a
-# cohort_tests batch 44.6 -> 30.9 s, the kernel library 178 -> 120 compiler-s) for 1-2 s more of
+# cohort_tests batch 44.6 -> 30.9 s, the kernel library 178 -> 126 compiler-s) for 1-2 s more of
 # cohort_tests' 23 s run. -fexpensive-optimizations because GCC contracts a*b+c into FMA only with
 # it (its widening-multiply pass; plain -O1 does not): the tests then check the arithmetic users'
 # -O2/-O3 builds do. GCC reorders no floating-point arithmetic at any of these levels.
