@@ -70,27 +70,27 @@ class BatchStaging {
     auto& y = y_[slot];
     x.resize(std::max(x.size(), idx.size() * InputShape::size));
     y.resize(std::max(y.size(), idx.size() * PerSample));
-    if constexpr (requires { data.mask(std::size_t{}); }) { // an image and its mask (PerSample labels)
-      for (std::size_t i = 0; i < idx.size(); ++i) {
-        const float* src = data.image(idx[i]);
-        std::copy(src, src + InputShape::size, x.data() + i * InputShape::size);
-        std::copy_n(data.mask(idx[i]), PerSample, y.data() + i * PerSample);
-      }
-      if (!augment.joint || augment.joint->empty()) return;
-      constexpr ImageDims shape{InputShape::extents[0], InputShape::extents[1], InputShape::extents[2]};
-      for (std::size_t i = 0; i < idx.size(); ++i)
-        augment.joint->apply({x.data() + i * InputShape::size, InputShape::size}, shape,
-                             {y.data() + i * PerSample, PerSample}, augment.seed, augment.epoch, idx[i]);
-      return;
-    } else if constexpr (SampleLoadingData<Data>) {
+    constexpr bool masks = requires { data.mask(std::size_t{}); }; // an image and its mask (PerSample labels)
+    if constexpr (SampleLoadingData<Data> && !masks) {
       data.load_samples(idx, {x.data(), idx.size() * InputShape::size}, SampleDraw{augment.seed, augment.epoch});
       for (std::size_t i = 0; i < idx.size(); ++i) y[i] = data.label(idx[i]);
     } else {
       for (std::size_t i = 0; i < idx.size(); ++i) {
         const float* src = data.image(idx[i]);
         std::copy(src, src + InputShape::size, x.data() + i * InputShape::size);
-        y[i] = data.label(idx[i]);
+        if constexpr (masks)
+          std::copy_n(data.mask(idx[i]), PerSample, y.data() + i * PerSample);
+        else
+          y[i] = data.label(idx[i]);
       }
+    }
+    if constexpr (masks) {
+      if (!augment.joint || augment.joint->empty()) return;
+      constexpr ImageDims shape{InputShape::extents[0], InputShape::extents[1], InputShape::extents[2]};
+      for (std::size_t i = 0; i < idx.size(); ++i)
+        augment.joint->apply({x.data() + i * InputShape::size, InputShape::size}, shape,
+                             {y.data() + i * PerSample, PerSample}, augment.seed, augment.epoch, idx[i]);
+      return;
     }
     if (!augment.transforms || augment.transforms->empty()) return;
     if constexpr (InputShape::rank == 3) {
