@@ -3,7 +3,7 @@
 # Cases: equivalence, deterministic, augment, recipe, tcp, resume, resume_error_feedback, resnet, mismatch, environment, accumulate, freeze, segment, overflow, and
 # the fault cases kill, hang, hang_uneven_deadlines, stall_startup, stall_broadcast, stall_loss, stall_evaluation,
 # stall_checkpoint; with EXE=ddp_device_check: device_equivalence, device_resume,
-# device_resume_error_feedback, device_mixed,
+# device_resume_error_feedback, device_mixed, device_segment,
 # device_compressed, device_kill, device_compressed_kill, device_hang, device_setup.
 # mpirun runs as root (CI containers) and with more ranks than cores: --allow-run-as-root
 # --oversubscribe. Every run has a wall-clock limit, so a hang fails the test instead of CI.
@@ -330,6 +330,11 @@ elseif(CASE STREQUAL "device_resume_error_feedback")
   # The device engine's error-feedback residuals (on the device) travel in the checkpoint too.
   run(2 rc out 300 -- resume --compress bf16 --error-feedback)
   expect_success("${rc}" "${out}")
+elseif(CASE STREQUAL "device_segment")
+  foreach(np 1 2 4)
+    run(${np} rc out 300 -- segment)
+    expect_success("${rc}" "${out}")
+  endforeach()
 elseif(CASE STREQUAL "device_mixed")
   run(2 rc out 300 -- mixed)
   expect_success("${rc}" "${out}")

@@ -12,7 +12,10 @@
 /// The mean is over the pixels whose label is not ignore_index (weighted: divided by the sum of
 /// their classes' weights). A batch whose every pixel is ignored has loss 0 and a zero gradient
 /// (torch returns NaN there, which would poison the weights). Scores are read in any storage
-/// type and reduced in double. Host-memory backends (the CPU).
+/// type and reduced in double. `PixelCrossEntropyLoss<T, Backend>` on a device backend
+/// (ThrustDevice, Cuda) reads scores and writes the gradient in device memory with the same
+/// formulas (backend/device/softmax.hpp); labels stay in host memory, where they are checked and
+/// counted first, as on the CPU.
 
 #include <algorithm>
 #include <cmath>
@@ -22,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "cohort/backend/cpu/context.hpp"
+#include "cohort/backend/ops.hpp"
 #include "cohort/core/dtype.hpp"
 #include "cohort/core/error.hpp"
 #include "cohort/core/shape.hpp"
@@ -41,9 +46,9 @@ struct PixelCrossEntropyOptions {
   std::vector<float> class_weights{}; // empty: every class weighs 1
 };
 
-/// `PixelCrossEntropyLoss<T = float>`: the mean over pixels of -log softmax(x[n, :, h, w])[y[n, h, w]],
-/// with torch's ignore_index, weights and smoothing.
-template <class T = float>
+/// `PixelCrossEntropyLoss<T = float, Backend = Cpu>`: the mean over pixels of
+/// -log softmax(x[n, :, h, w])[y[n, h, w]], with torch's ignore_index, weights and smoothing.
+template <class T = float, class Backend = Cpu>
 class PixelCrossEntropyLoss {
  public:
   PixelCrossEntropyLoss() = default;
@@ -86,6 +91,61 @@ class PixelCrossEntropyLoss {
       denominator = weight_total(counts);
     }
     denominator_ = denominator;
+    if constexpr (!host_memory_backend<Backend>) {
+      // Every pixel ignored (or weighted 0): nothing to learn from, a zero gradient and loss 0.
+      const double l = ops::SoftmaxKernels<Backend>::pixel_cross_entropy(
+          ctx_, logits.data(), labels.data(), batch, classes, plane, o_.ignore_index, grad_.data(),
+          denominator == 0 ? 0.0 : grad_scale,
+          {.smoothing = o_.label_smoothing,
+           .weights = weighted ? o_.class_weights.data() : nullptr,
+           .weight_sum = weight_sum,
+           .denominator = denominator == 0 ? 1.0 : denominator});
+      return denominator == 0 ? 0.0 : l;
+    } else {
+      return forward_on_host<S>(logits, labels, grad_scale, denominator, weight_sum);
+    }
+  }
+  template <ShapeType S>
+  double forward(BatchView<S, T> logits, std::span<const std::int32_t> labels, double grad_scale = 1.0,
+                 double denominator = 0) {
+    return forward(ConstBatchView<S, T>(logits), labels, grad_scale, denominator);
+  }
+
+  /// d loss / d scores of the last forward (in the backend's memory).
+  LossGradient<T> backward() const noexcept { return {grad_.data(), batch_, features_}; }
+  /// The threads (CPU) or device and stream (device backends) the loss runs on.
+  void set_context(const typename Backend::context& ctx) noexcept { ctx_ = ctx; }
+  /// What the last forward divided by: its counted pixels' weight total (or the denominator it
+  /// was given); 0 when every pixel was ignored.
+  double denominator() const noexcept { return denominator_; }
+  std::int32_t ignore_index() const noexcept { return o_.ignore_index; }
+
+  /// Adds each class's count of pixels in `labels` to counts[class] (ignored pixels are not
+  /// counted). ValueError for a label that is neither a class in [0, counts.size()) nor
+  /// ignore_index.
+  void count_classes(std::span<const std::int32_t> labels, std::span<double> counts) const {
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      const std::int32_t y = labels[i];
+      if (y == o_.ignore_index) continue;
+      if (y < 0 || std::size_t(y) >= counts.size())
+        throw ValueError(detail::concat("PixelCrossEntropyLoss: label ", i, " is ", y, ", expected a class in [0, ",
+                                        counts.size(), ") or the ignore_index ", o_.ignore_index));
+      counts[std::size_t(y)] += 1;
+    }
+  }
+  /// The weight total of pixels with these class counts, in class order (counts are integers:
+  /// exact when summed over shards, so every split of a batch gets the same bits).
+  double weight_total(std::span<const double> counts) const { return detail::weight_total(o_.class_weights, counts); }
+
+ private:
+  /// The CPU's loop over the pixels, reduced in double.
+  template <ShapeType S>
+  double forward_on_host(ConstBatchView<S, T> logits, std::span<const std::int32_t> labels, double grad_scale,
+                         double denominator, double weight_sum) {
+    constexpr std::size_t classes = S::extents[0], plane = S::extents[1] * S::extents[2];
+    const std::size_t batch = logits.batch();
+    const bool weighted = !o_.class_weights.empty();
+    const auto weight = [&](std::size_t c) { return weighted ? double(o_.class_weights[c]) : 1.0; };
     const T* x = logits.data();
     T* g = grad_.data();
     if (denominator == 0) { // every pixel ignored (or weighted 0): nothing to learn from
@@ -127,37 +187,7 @@ class PixelCrossEntropyLoss {
       }
     return ((1 - eps) * nll + eps / double(classes) * smooth) / denominator;
   }
-  template <ShapeType S>
-  double forward(BatchView<S, T> logits, std::span<const std::int32_t> labels, double grad_scale = 1.0,
-                 double denominator = 0) {
-    return forward(ConstBatchView<S, T>(logits), labels, grad_scale, denominator);
-  }
 
-  /// d loss / d scores of the last forward.
-  LossGradient<T> backward() const noexcept { return {grad_.data(), batch_, features_}; }
-  /// What the last forward divided by: its counted pixels' weight total (or the denominator it
-  /// was given); 0 when every pixel was ignored.
-  double denominator() const noexcept { return denominator_; }
-  std::int32_t ignore_index() const noexcept { return o_.ignore_index; }
-
-  /// Adds each class's count of pixels in `labels` to counts[class] (ignored pixels are not
-  /// counted). ValueError for a label that is neither a class in [0, counts.size()) nor
-  /// ignore_index.
-  void count_classes(std::span<const std::int32_t> labels, std::span<double> counts) const {
-    for (std::size_t i = 0; i < labels.size(); ++i) {
-      const std::int32_t y = labels[i];
-      if (y == o_.ignore_index) continue;
-      if (y < 0 || std::size_t(y) >= counts.size())
-        throw ValueError(detail::concat("PixelCrossEntropyLoss: label ", i, " is ", y, ", expected a class in [0, ",
-                                        counts.size(), ") or the ignore_index ", o_.ignore_index));
-      counts[std::size_t(y)] += 1;
-    }
-  }
-  /// The weight total of pixels with these class counts, in class order (counts are integers:
-  /// exact when summed over shards, so every split of a batch gets the same bits).
-  double weight_total(std::span<const double> counts) const { return detail::weight_total(o_.class_weights, counts); }
-
- private:
   CrossEntropyOptions as_options() const {
     return {.label_smoothing = o_.label_smoothing, .class_weights = o_.class_weights};
   }
@@ -169,7 +199,8 @@ class PixelCrossEntropyLoss {
   }
 
   PixelCrossEntropyOptions o_;
-  HostBuffer<T> grad_;
+  typename Backend::template buffer<T> grad_;
+  typename Backend::context ctx_{};
   std::size_t batch_ = 0, features_ = 0;
   double denominator_ = 0;
 };

@@ -73,11 +73,6 @@ class Trainer {
   static_assert(Net::output_shape::rank == 1 || Net::output_shape::rank == 3,
                 "Trainer: the network must end in a vector of class scores (classification) or in (C, H, W) scores, "
                 "a class per pixel (segmentation)");
-  // A dense network's per-pixel loss and metrics read scores in host memory.
-  static_assert(!detail::dense_output<Net> || host_memory_backend<typename Parallel::backend>,
-                "Trainer: a network with a class per pixel (output (C, H, W)) trains under the CPU policies "
-                "(SingleDevice<>, ThreadedReplicas<N>, ProcessGroupDDP<Mpi>); its per-pixel loss has no device "
-                "kernels yet");
   using input_shape = typename Net::input_shape;
   static constexpr bool dense = detail::dense_output<Net>;                  // a class per pixel: masks, not labels
   static constexpr std::size_t outputs = detail::classes_of<Net>;           // class scores: labels are 0 .. outputs - 1

@@ -8,9 +8,11 @@
 
 #include <cohort/models/resnet.hpp>
 #include <cohort/models/seed_models.hpp>
+#include <cohort/models/unet.hpp>
 
 #include "support/bands.hpp"
 #include "support/device_harness.hpp"
+#include "support/mask_bands.hpp"
 #include "support/schedule_check.hpp"
 #include "support/trained_weights.hpp"
 
@@ -144,4 +146,81 @@ TEST_CASE("device trainer: learns and evaluates (model C, Adam)") {
   REQUIRE(history.size() == 2);
   CHECK(history[1].test_accuracy.value() > 90.0);
   CHECK(t.step() == 24);
+}
+
+namespace {
+// The dense (per-pixel) trainer's networks, as tests/train/dense_trainer.cpp's: GroupNorm
+// normalises each sample alone, so a batch split between replicas computes what the whole does.
+using DenseUNet = models::UNet<Shape<1, 8, 8>, 3, 4, 1>; // BatchNorm, bilinear upsampling
+using GroupDenseUNet = models::UNet<Shape<1, 8, 8>, 3, 4, 1, models::UNetUpsampling::bilinear, models::UNetNorm::group>;
+
+TrainerOptions dense_device_options(std::size_t batch) {
+  TrainerOptions o{.batch_size = batch, .seed = 5, .log = nullptr};
+  o.loss = {.label_smoothing = 0.05, .class_weights = {1.f, 2.f, 0.5f}};
+  return o;
+}
+template <class T>
+std::vector<float> values_of(T& trainer) {
+  return {trainer.parameters().values.begin(), trainer.parameters().values.end()};
+}
+} // namespace
+
+TEST_CASE("device trainer on masks: a U-Net learns, follows the CPU trainer, and evaluates pixels and mean IoU") {
+  const auto train = mask_bands(96, 1), test = mask_bands(48, 2);
+  const TrainerOptions o = dense_device_options(16);
+  Trainer<DenseUNet, Adam<>, SingleDevice<Dev>> dev(Adam({.lr = 1e-2}), o);
+  const EvalReport before = dev.evaluate(test);
+  const auto history = dev.fit(train, 10, &test);
+  const EvalReport e = dev.evaluate(test);
+  REQUIRE(e.mean_iou);
+  REQUIRE(history.back().test_mean_iou);
+  MESSAGE("device U-Net: mean IoU ", *before.mean_iou, " -> ", *e.mean_iou, ", pixel accuracy ", e.accuracy, "%");
+  CHECK(history.back().train_loss < 0.7 * history.front().train_loss);
+  CHECK(*e.mean_iou > *before.mean_iou + 0.1);
+  CHECK(*history.back().test_mean_iou == *e.mean_iou);
+#if !defined(__CUDACC__) // CPU networks stay out of .cu files (layers_cases.hpp says why)
+  Trainer<DenseUNet, Adam<>> cpu(Adam({.lr = 1e-2}), o);
+  cpu.fit(train, 10, &test);
+  // The same batches, initialisation and loss (class weights, smoothing, ignored pixels), sums in
+  // other orders: measured 5.7e-7 of a tensor's largest value after 60 Adam steps (Sapphire
+  // Rapids, -O1); 1e-4 leaves room for a trajectory that jumps where a rounding flips a ReLU or
+  // a max-pool's argmax, as model A's case above does on Zen 4.
+  COHORT_CHECK_TENSORS_CLOSE(DenseUNet, values_of(dev), values_of(cpu), 1e-4, "device-trained U-Net vs CPU-trained");
+  const EvalReport c = cpu.evaluate(test);
+  CHECK(e.loss == doctest::Approx(c.loss).epsilon(1e-4));
+  CHECK(e.accuracy == doctest::Approx(c.accuracy).epsilon(1e-3));
+  CHECK(*e.mean_iou == doctest::Approx(*c.mean_iou).epsilon(1e-3));
+#endif
+}
+
+TEST_CASE("device ThreadedReplicas on masks: a step's loss is the whole batch's mean over its counted pixels") {
+  COHORT_REQUIRE_DEVICES(2);
+  // Samples 0, 3, 6, ... have 48 of their 64 pixels ignored: the shards count different numbers
+  // of pixels, and each must divide by the whole batch's weight total.
+  const auto train = mask_bands(32, 3);
+  TrainerOptions o = dense_device_options(32);
+  o.max_steps = 1;
+  Trainer<GroupDenseUNet, Sgd<>, SingleDevice<Dev>> one(Sgd({.lr = 0.1}), o);
+  Trainer<GroupDenseUNet, Sgd<>, ThreadedReplicas<2, Dev>> two(Sgd({.lr = 0.1}), o);
+  const double l1 = one.fit(train, 1).back().train_loss;
+  const double l2 = two.fit(train, 1).back().train_loss;
+  CHECK(l2 == doctest::Approx(l1).epsilon(1e-6));
+  COHORT_CHECK_TENSORS_CLOSE(GroupDenseUNet, values_of(two), values_of(one), 1e-5, "two replicas vs one, one step");
+  const EvalReport e1 = one.evaluate(train), e2 = two.evaluate(train);
+  CHECK(e2.accuracy == doctest::Approx(e1.accuracy).epsilon(1e-12));
+  CHECK(*e2.mean_iou == doctest::Approx(*e1.mean_iou).epsilon(1e-12));
+  CHECK(e2.loss == doctest::Approx(e1.loss).epsilon(1e-6));
+}
+
+TEST_CASE("device trainer on masks: bf16 mixed precision trains the U-Net") {
+  const auto train = mask_bands(96, 1), test = mask_bands(48, 2);
+  Trainer<GroupDenseUNet, Adam<>, SingleDevice<Dev>, MixedPrecision<bf16>> t(Adam({.lr = 1e-2}),
+                                                                             dense_device_options(16));
+  const EvalReport before = t.evaluate(test);
+  const auto history = t.fit(train, 10, &test);
+  REQUIRE(history.back().test_mean_iou);
+  MESSAGE("device bf16 U-Net: mean IoU ", *before.mean_iou, " -> ", *history.back().test_mean_iou);
+  CHECK(std::isfinite(history.back().train_loss));
+  CHECK(history.back().train_loss < 0.7 * history.front().train_loss);
+  CHECK(*history.back().test_mean_iou > *before.mean_iou + 0.1);
 }

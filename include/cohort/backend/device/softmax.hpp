@@ -132,6 +132,68 @@ struct WeightedCrossEntropyGrad {
   }
 };
 
+/// Cross-entropy per pixel of (N, C, H, W) scores (PixelCrossEntropyLoss's formulas, the CPU
+/// loop's): pixel i = n * plane + p reads its C scores `plane` apart. `operator()(i)` is the
+/// pixel's term of the summed loss, (1 - eps) w_y (-logp_y) + eps / C sum_c w_c (-logp_c), in
+/// double (0 for an ignored pixel); `gradient(i)` writes its C gradients (0 when ignored).
+template <class T>
+struct PixelCrossEntropy {
+  const T* x;
+  const std::int32_t* labels;
+  const float* weights; // device memory; null: all 1
+  std::size_t classes, plane;
+  std::int32_t ignore;
+  double keep, spread, weight_sum; // 1 - eps, eps / C, sum_c w[c]
+  double scale;                    // grad_scale / denominator
+  T* grad;
+
+  COHORT_HOST_DEVICE double weight(std::size_t c) const { return weights ? double(weights[c]) : 1.0; }
+  COHORT_HOST_DEVICE const T* scores(std::size_t i) const { return x + (i / plane) * classes * plane + i % plane; }
+  /// The log-sum-exp of the pixel's scores.
+  COHORT_HOST_DEVICE double lse(const T* xs) const {
+    double m = double(accumulator_t<T>(xs[0]));
+    for (std::size_t c = 1; c < classes; ++c) {
+      const double v = double(accumulator_t<T>(xs[c * plane]));
+      m = v > m ? v : m;
+    }
+    double sum = 0;
+    for (std::size_t c = 0; c < classes; ++c) sum += math::exp(double(accumulator_t<T>(xs[c * plane])) - m);
+    return m + math::log(sum);
+  }
+  COHORT_HOST_DEVICE double operator()(std::size_t i) const {
+    const std::int32_t y = labels[i];
+    if (y == ignore) return 0.0;
+    const T* xs = scores(i);
+    const double l = lse(xs);
+    double smooth = 0;
+    for (std::size_t c = 0; c < classes; ++c) smooth -= weight(c) * (double(accumulator_t<T>(xs[c * plane])) - l);
+    const double picked = -weight(std::size_t(y)) * (double(accumulator_t<T>(xs[std::size_t(y) * plane])) - l);
+    return keep * picked + spread * smooth;
+  }
+  COHORT_HOST_DEVICE void gradient(std::size_t i) const {
+    const std::int32_t y = labels[i];
+    T* gs = grad + (i / plane) * classes * plane + i % plane;
+    if (y == ignore) {
+      for (std::size_t c = 0; c < classes; ++c) gs[c * plane] = T(0);
+      return;
+    }
+    const T* xs = scores(i);
+    const double l = lse(xs), wy = weight(std::size_t(y));
+    // d/dx_c: (1 - eps) w_y (p_c - [c = y]) + (eps / C) (sum_c' w_c' p_c - w_c), over the denominator.
+    for (std::size_t c = 0; c < classes; ++c) {
+      const double prob = math::exp(double(accumulator_t<T>(xs[c * plane])) - l);
+      const double d =
+          keep * wy * (prob - (c == std::size_t(y) ? 1.0 : 0.0)) + spread * (weight_sum * prob - weight(c));
+      gs[c * plane] = T(accumulator_t<T>(d * scale));
+    }
+  }
+};
+template <class T>
+struct PixelCrossEntropyGrad {
+  PixelCrossEntropy<T> f;
+  COHORT_HOST_DEVICE void operator()(std::size_t i) const { f.gradient(i); }
+};
+
 /// `n` host values copied to the context's device, for the current loss call: per thread and per
 /// device (a replica thread may drive another device on a later call); `Slot` tells apart the
 /// copies one call needs at once.
@@ -211,6 +273,32 @@ struct SoftmaxKernels {
                                                             A(grad_scale / t.denominator), A(1 - eps), A(eps_c),
                                                             A(t.weight_sum), grad});
     return (1 - eps) * (picked / t.denominator) + (smooth / t.denominator) * eps_c;
+  }
+
+  /// Cross-entropy per pixel of (batch, classes, plane) scores (PixelCrossEntropyLoss's terms:
+  /// pixels labelled `ignore` count for nothing), the summed loss over `denominator`; `grad` (if
+  /// not null) receives its gradient times `grad_scale`. `labels` (batch * plane) and
+  /// `t.weights` are in host memory; `denominator` > 0 (the caller's weight total).
+  template <class T>
+  static double pixel_cross_entropy(context& ctx, const T* x, const std::int32_t* labels, std::size_t batch,
+                                    std::size_t classes, std::size_t plane, std::int32_t ignore, T* grad,
+                                    double grad_scale, const ops::CrossEntropyTerms& t) {
+    const std::size_t pixels = batch * plane;
+    const std::int32_t* d_labels = detail::device_labels(ctx, labels, pixels);
+    const float* d_weights = t.weights ? detail::device_copy<float, 1>(ctx, t.weights, classes) : nullptr;
+    const detail::PixelCrossEntropy<T> f{x,
+                                         d_labels,
+                                         d_weights,
+                                         classes,
+                                         plane,
+                                         ignore,
+                                         1 - t.smoothing,
+                                         t.smoothing / double(classes),
+                                         t.weight_sum,
+                                         grad_scale / t.denominator,
+                                         grad};
+    if (grad) for_each_index(ctx.policy(), pixels, detail::PixelCrossEntropyGrad<T>{f});
+    return row_sum(ctx, f, pixels) / t.denominator;
   }
 
  private:

@@ -36,7 +36,7 @@ inline constexpr std::size_t labels_per_sample = Net::output_shape::size / class
 /// scores per pixel; T is the network's storage type.
 template <class Net, class T = float, class Backend = Cpu>
 using default_loss_t = std::conditional_t<
-    detail::dense_output<Net>, PixelCrossEntropyLoss<T>,
+    detail::dense_output<Net>, PixelCrossEntropyLoss<T, Backend>,
     std::conditional_t<
         std::is_same_v<typename detail::at_t<Net::layer_count - 1, typename Net::layers>::layer, LogSoftmax>,
         NllLoss<T, Backend>, CrossEntropyLoss<T, Backend>>>;

@@ -20,6 +20,7 @@
 #include "cohort/train/engine/device_precision.hpp"
 #include "cohort/train/engine/engine.hpp"
 #include "cohort/train/engine/precision_state.hpp"
+#include "cohort/train/segmentation_metrics.hpp"
 
 namespace cohort::detail {
 
@@ -97,10 +98,12 @@ class DeviceReplica {
   using context = typename Backend::context;
   using input_view = ConstBatchView<typename Net::input_shape, float>;
 
+  /// `ignore_index`: the label of pixels that add nothing (a dense network's PixelCrossEntropyLoss).
   DeviceReplica(const Opt& opt, const context& ctx, const LossScaleOptions& scaling = {},
-                const CrossEntropyOptions& loss = {}, const FrozenLayers& frozen = {}, std::size_t eval_limit = 0)
-      : ctx_(ctx), prec_(scaling), loss_(make_loss<loss_type, Net::output_shape::size>(loss)), opt_(opt.options()),
-        eval_limit_(eval_limit) {
+                const CrossEntropyOptions& loss = {}, const FrozenLayers& frozen = {}, std::size_t eval_limit = 0,
+                std::int32_t ignore_index = -100)
+      : ctx_(ctx), prec_(scaling), loss_(make_loss<loss_type, classes_of<Net>>(loss, ignore_index)),
+        opt_(opt.options()), eval_limit_(eval_limit) {
     opt_.set_step_settings(opt.step_settings()); // parameter groups, gradient clipping, frozen runs
     exec_.set_frozen(frozen);
     opt_.set_context(ctx_);
@@ -129,8 +132,11 @@ class DeviceReplica {
     });
   }
   /// (correct predictions, summed loss) over `x` in evaluation mode, in chunks of at most what
-  /// training allocated for (eval_chunk: device memory stays at training's).
-  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels, std::uint64_t seed) {
+  /// training allocated for (eval_chunk: device memory stays at training's). A dense network's
+  /// are (correct pixels, the loss summed over the counted pixels, weighted), its predictions
+  /// added to `metrics` (required) from the scores copied to the host.
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels, std::uint64_t seed,
+                                          SegmentationMetrics* metrics = nullptr) {
     return guarded("evaluation", [&] {
       const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
       const std::size_t chunk = eval_chunk(exec_.capacity(), x.batch(), eval_limit_);
@@ -147,7 +153,16 @@ class DeviceReplica {
               K::convert(ctx_, y.data(), scores_float_.data(), y.size());
               K::download(ctx_, scores_float_.data(), scores_.data(), y.size());
             }
-            return std::pair{count_correct<Net>(scores_.data(), part_labels), l};
+            if constexpr (dense_output<Net>) {
+              if (!metrics)
+                throw ValueError("DeviceReplica::evaluate: a per-pixel network's evaluation needs SegmentationMetrics");
+              const std::uint64_t before = metrics->correct();
+              metrics->add(ConstBatchView<typename Net::output_shape, float>(scores_.data(), part.batch()),
+                           part_labels);
+              return std::pair{std::size_t(metrics->correct() - before), l * loss_.denominator()};
+            } else {
+              return std::pair{count_correct<Net>(scores_.data(), part_labels), l};
+            }
           });
     });
   }

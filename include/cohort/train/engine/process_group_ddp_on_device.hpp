@@ -203,7 +203,7 @@ requires(!host_memory_backend<Backend> &&
     // The ranks' gradients are summed: each scales its mean by 1 / world (and by the micro-batch
     // share under accumulation), as the CPU engine does.
     // With class weights every rank divides by the weight total of all ranks' labels instead.
-    const double total = step_weight_total<Net::output_shape::size>(dev_->loss(), labels, *this);
+    const double total = step_weight_total<classes_of<Net>>(dev_->loss(), labels, *this);
     const double per_world = total > 0 ? double(world_) : 1.0; // the loss as a local mean
     const StepInfo info = train_step_info(seed_, m, rank_, world_, rank_ == 0);
     const double scale = 1.0 / ((total > 0 ? 1.0 : double(world_)) * double(m.count));
@@ -225,8 +225,11 @@ requires(!host_memory_backend<Backend> &&
     return loss;
   }
 
-  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
-    return dev_->evaluate(x, labels, seed_);
+  /// (correct predictions, summed loss) over this rank's share of an evaluation batch (a dense
+  /// network's predictions added to `metrics`; the Trainer sums the counts over ranks).
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels,
+                                          SegmentationMetrics* metrics = nullptr) {
+    return dev_->evaluate(x, labels, seed_, metrics);
   }
 
   std::size_t rank() const noexcept { return rank_; }
@@ -287,7 +290,7 @@ requires(!host_memory_backend<Backend> &&
       }
       context ctx = device_context<context>(device, o.parallel);
       dev_ = std::make_unique<DeviceReplica<Net, Backend, Opt, Precision>>(this->opt_, ctx, o.loss_scale, o.loss,
-                                                                           o.frozen, o.eval_chunk);
+                                                                           o.frozen, o.eval_chunk, o.ignore_index);
       report = concat("ok ", comm_.host(), " ", device);
       if constexpr (requires { ctx.identity(); }) report = concat("ok ", comm_.host(), " ", ctx.identity());
     } catch (const std::exception& e) {

@@ -47,7 +47,7 @@ requires(!host_memory_backend<Backend> &&
       : base(std::move(opt), o.seed), seed_(o.seed),
         // The context first makes the device current: the replica's members allocate on it.
         replica_(this->opt_, device_context<typename Backend::context>(o.parallel.device, o.parallel), o.loss_scale,
-                 o.loss, o.frozen, o.eval_chunk) {
+                 o.loss, o.frozen, o.eval_chunk, o.ignore_index) {
     replica_.load_parameters(this->host_);
   }
 
@@ -61,9 +61,11 @@ requires(!host_memory_backend<Backend> &&
     return l;
   }
 
-  /// (correct predictions, summed loss) over the batch, in evaluation mode.
-  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
-    return replica_.evaluate(x, labels, seed_);
+  /// (correct predictions, summed loss) over the batch, in evaluation mode (a dense network's
+  /// predictions added to `metrics`).
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels,
+                                          SegmentationMetrics* metrics = nullptr) {
+    return replica_.evaluate(x, labels, seed_, metrics);
   }
 
   std::size_t devices() const noexcept { return 1; }

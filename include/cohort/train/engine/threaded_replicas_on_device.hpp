@@ -57,6 +57,7 @@ requires(!host_memory_backend<Backend> &&
   using context = typename Backend::context;
   using replica_type = DeviceReplica<Net, Backend, Opt, Precision>;
   static constexpr std::size_t in_size = Net::input_shape::size;
+  static constexpr std::size_t per = labels_per_sample<Net>; // labels per sample (a dense network's H * W)
 
  public:
   using typename base::params_type;
@@ -74,7 +75,8 @@ requires(!host_memory_backend<Backend> &&
     std::vector<context> ctx(n_);
     on_threads([&](std::size_t r) { // allocate on the replica's own device
       ctx[r] = device_context<context>(o.parallel.device + int(r), o.parallel);
-      replicas_[r] = std::make_unique<replica_type>(this->opt_, ctx[r], o.loss_scale, o.loss, o.frozen, o.eval_chunk);
+      replicas_[r] = std::make_unique<replica_type>(this->opt_, ctx[r], o.loss_scale, o.loss, o.frozen, o.eval_chunk,
+                                                    o.ignore_index);
       replicas_[r]->load_parameters(this->host_);
     });
     if (o.parallel.deterministic)
@@ -86,7 +88,7 @@ requires(!host_memory_backend<Backend> &&
   }
 
   double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
-    const double weights = step_weight_total<Net::output_shape::size>(replicas_[0]->loss(), labels, *this);
+    const double weights = step_weight_total<classes_of<Net>>(replicas_[0]->loss(), labels, *this);
     std::vector<double> loss(n_, 0.0);
     if (m.last()) {
       std::vector<float*> grads(n_);
@@ -122,15 +124,22 @@ requires(!host_memory_backend<Backend> &&
     return total;
   }
 
-  /// (correct predictions, summed loss) over the batch, the replicas evaluating shards of it.
-  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels) {
+  /// (correct predictions, summed loss) over the batch, the replicas evaluating shards of it (a
+  /// dense network's each into its own copy of `metrics`, merged in replica order).
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels,
+                                          SegmentationMetrics* metrics = nullptr) {
     std::vector<std::pair<std::size_t, double>> part(n_);
+    std::vector<SegmentationMetrics> part_metrics;
+    if (metrics) part_metrics.assign(n_, SegmentationMetrics(metrics->classes(), metrics->ignore_index()));
     on_each([&](std::size_t r, replica_type& d) {
-      const auto [begin, count] = contiguous_shard(labels.size(), n_, r);
-      if (count > 0) part[r] = d.evaluate({x.data() + begin * in_size, count}, labels.subspan(begin, count), seed_);
+      const auto [begin, count] = contiguous_shard(labels.size() / per, n_, r);
+      if (count > 0)
+        part[r] = d.evaluate({x.data() + begin * in_size, count}, labels.subspan(begin * per, count * per), seed_,
+                             metrics ? &part_metrics[r] : nullptr);
     });
     std::pair<std::size_t, double> total{};
     for (const auto& p : part) total.first += p.first, total.second += p.second;
+    for (const auto& m : part_metrics) metrics->merge(m);
     return total;
   }
 
@@ -152,7 +161,7 @@ requires(!host_memory_backend<Backend> &&
   /// samples only zeroes its gradients (reduce_->finish starts its buckets).
   void train_replica(std::size_t r, replica_type& d, input_view x, std::span<const std::int32_t> labels,
                      const MicroStep& m, double weights, double& loss) {
-    const std::size_t n = labels.size();
+    const std::size_t n = labels.size() / per;
     const auto [begin, count] = contiguous_shard(n, n_, r);
     if (count == 0) {
       if (m.index == 0) d.zero_grad();
@@ -161,7 +170,7 @@ requires(!host_memory_backend<Backend> &&
     const ShardNorm s = shard_norm(count, n, weights);
     const StepInfo info = train_step_info(seed_, m, begin, 1, r == 0);
     const input_view shard{x.data() + begin * in_size, count};
-    const auto shard_labels = labels.subspan(begin, count);
+    const auto shard_labels = labels.subspan(begin * per, count * per);
     const double share = s.share / double(m.count);
     if (!m.last()) {
       loss = s.share * d.train(info, shard, shard_labels, share, m.index > 0, NoHook{}, s.denominator);
