@@ -3,10 +3,12 @@
 //
 //   ./build/examples/segment_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--train-samples N]
 //                                          [--test-samples N] [--data DIR] [--seed S] [--min-miou X]
-//                                          [--crop P] [--flip] [--model unet|unet-paper]
+//                                          [--crop P] [--flip] [--model unet|unet-paper] [--threads T]
 //                                          [--trainer [--replicas N] [--metrics FILE] [--save FILE]]
 //
 // --min-miou: exit status 1 when the final test mean IoU is below X (the ctest smoke test).
+// --threads T: CPU threads in all (default: every core the process may use, available_cores(),
+// as PyTorch takes): the loop's kernel pool, or with --trainer T / N threads per replica.
 // --crop P, --flip: joint augmentation of each training image with its mask (data/joint_augment.hpp):
 // a random 28x28 window of the image padded by P pixels (mask padding ignored by the loss), a
 // horizontal flip with p = 0.5. --model unet-paper: transposed up-convolutions and GroupNorm
@@ -120,10 +122,13 @@ int run(const Data& train, const Data& test, int epochs, std::size_t batch, doub
 /// The recipe through the Trainer: what a user of the library writes.
 template <class Net>
 int run_trainer(const Data& train, const Data& test, int epochs, std::size_t batch, double lr, std::uint64_t seed,
-                double min_miou, const JointAugmentation& aug, std::size_t replicas,
+                double min_miou, const JointAugmentation& aug, std::size_t replicas, std::size_t threads,
                 const std::filesystem::path& metrics, const std::filesystem::path& save) {
   TrainerOptions o{.batch_size = batch, .seed = seed, .log_interval = 0, .metrics = metrics};
   o.parallel.replicas = replicas;
+  // Each replica runs on its own pool: the process's threads shared between them.
+  o.threads = threads;
+  o.parallel.threads_per_replica = std::max<std::size_t>(1, threads / replicas);
   o.joint_augment = aug;
   Trainer<Net, Adam<>, ThreadedReplicas<dynamic_replicas>> trainer(Adam({.lr = lr}), o);
   const std::vector<EpochReport> history = trainer.fit(train, std::size_t(epochs), &test);
@@ -153,7 +158,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 0;
   std::size_t crop = 0;
   bool flip = false, use_trainer = false;
-  std::size_t replicas = 1;
+  std::size_t replicas = 1, threads = available_cores().threads;
   std::filesystem::path metrics, save;
   std::string model = "unet";
   std::filesystem::path dir = default_data_dir;
@@ -183,6 +188,8 @@ int main(int argc, char** argv) {
       use_trainer = true;
     else if (a == "--replicas")
       replicas = std::size_t(std::atol(arg(i, argc, argv)));
+    else if (a == "--threads")
+      threads = std::size_t(std::atol(arg(i, argc, argv)));
     else if (a == "--metrics")
       metrics = arg(i, argc, argv);
     else if (a == "--save")
@@ -194,14 +201,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: segment_fashion_mnist [--epochs N] [--batch B] [--lr LR] [--test-samples N] [--min-miou X] "
                    "[--train-samples N] [--data DIR] [--seed S] [--crop P] [--flip] [--model unet|unet-paper] "
-                   "[--trainer [--replicas N] [--metrics FILE] [--save FILE]]\n");
+                   "[--threads T] [--trainer [--replicas N] [--metrics FILE] [--save FILE]]\n");
       return 2;
     }
   }
-  if (epochs < 1 || batch < 1 || test_samples < 1 || replicas < 1) {
-    std::fprintf(stderr, "segment_fashion_mnist: --epochs, --batch, --test-samples and --replicas must be positive\n");
+  if (epochs < 1 || batch < 1 || test_samples < 1 || replicas < 1 || threads < 1) {
+    std::fprintf(
+        stderr,
+        "segment_fashion_mnist: --epochs, --batch, --test-samples, --replicas and --threads must be positive\n");
     return 2;
   }
+  set_num_threads(threads); // the loop's kernels; the Trainer's replicas take their share of it
   if (!use_trainer && (replicas != 1 || !metrics.empty() || !save.empty())) {
     std::fprintf(stderr, "segment_fashion_mnist: --replicas, --metrics and --save go with --trainer\n");
     return 2;
@@ -219,8 +229,9 @@ int main(int argc, char** argv) {
     using PaperUNet = models::UNet<In, 11, 16, 2, models::UNetUpsampling::transposed, models::UNetNorm::group>;
     if (use_trainer) {
       if (model == "unet")
-        return run_trainer<UNet>(train, test, epochs, batch, lr, seed, min_miou, aug, replicas, metrics, save);
-      return run_trainer<PaperUNet>(train, test, epochs, batch, lr, seed, min_miou, aug, replicas, metrics, save);
+        return run_trainer<UNet>(train, test, epochs, batch, lr, seed, min_miou, aug, replicas, threads, metrics, save);
+      return run_trainer<PaperUNet>(train, test, epochs, batch, lr, seed, min_miou, aug, replicas, threads, metrics,
+                                    save);
     }
     if (model == "unet") return run<UNet>(train, test, epochs, batch, lr, seed, min_miou, aug);
     return run<PaperUNet>(train, test, epochs, batch, lr, seed, min_miou, aug);
