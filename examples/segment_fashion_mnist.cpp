@@ -126,9 +126,7 @@ int run_trainer(const Data& train, const Data& test, int epochs, std::size_t bat
                 const std::filesystem::path& metrics, const std::filesystem::path& save) {
   TrainerOptions o{.batch_size = batch, .seed = seed, .log_interval = 0, .metrics = metrics};
   o.parallel.replicas = replicas;
-  // Each replica runs on its own pool: the process's threads shared between them.
-  o.threads = threads;
-  o.parallel.threads_per_replica = std::max<std::size_t>(1, threads / replicas);
+  o.threads = threads; // shared among the replicas' pools (parallel.threads_per_replica = 0)
   o.joint_augment = aug;
   Trainer<Net, Adam<>, ThreadedReplicas<dynamic_replicas>> trainer(Adam({.lr = lr}), o);
   const std::vector<EpochReport> history = trainer.fit(train, std::size_t(epochs), &test);

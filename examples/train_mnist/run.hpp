@@ -77,9 +77,7 @@ int train(const TrainMnistOptions& o, Opt opt) {
   to.n_dataset_repeat = o.repeat;
   to.accumulation_steps = o.accumulation;
   to.parallel.replicas = o.replicas;
-  to.parallel.threads_per_replica =
-      o.threads ? o.threads
-                : std::max<std::size_t>(available_cores().threads / std::max<std::size_t>(o.replicas, 1), 1);
+  to.parallel.threads_per_replica = o.threads; // 0: every core shared among the replicas
   to.parallel.deterministic = o.deterministic;
   to.parallel.deterministic_chunks = o.chunks;
   to.parallel.bucket_kib = o.bucket_kib;

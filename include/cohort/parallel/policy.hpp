@@ -42,8 +42,10 @@ struct DataParallelOptions {
   /// GPU backends: the device SingleDevice<Cuda> trains on (its index among the visible ones).
   int device = 0;
   /// ThreadedReplicas: intra-op threads of each replica (replicas x threads should not exceed
-  /// the cores: the replicas' pools are separate).
-  std::size_t threads_per_replica = 1;
+  /// the cores: the replicas' pools are separate). 0: a Trainer divides its threads
+  /// (TrainerOptions::threads, or every core the process may use) among the replicas, at least
+  /// one each; an engine built without a Trainer gives each replica one.
+  std::size_t threads_per_replica = 0;
   /// ThreadedReplicas<dynamic_replicas>: the number of replicas.
   std::size_t replicas = 2;
   /// ProcessGroupDDP: gradients are all-reduced in contiguous buckets of about this many KiB,

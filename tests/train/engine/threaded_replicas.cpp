@@ -207,3 +207,21 @@ TEST_CASE("ThreadedReplicas: deterministic mode needs a chunk count the replicas
   CHECK_THROWS_WITH_AS((EngineOf<ThreadedReplicas<4>, models::ModelC, Sgd<>>(Sgd({.lr = 0.1}), o)),
                        doctest::Contains("must be a positive multiple of the replica count (4)"), ValueError);
 }
+
+TEST_CASE("ThreadedReplicas: the Trainer shares its threads among the replicas unless told otherwise") {
+  const auto per_replica = [](std::size_t threads, std::size_t replicas, std::size_t asked) {
+    TrainerOptions o{.threads = threads, .log = nullptr};
+    o.parallel.replicas = replicas;
+    o.parallel.threads_per_replica = asked;
+    Trainer<models::ModelA, Sgd<>, ThreadedReplicas<dynamic_replicas>> t(Sgd({.lr = 0.1}), o);
+    return t.threads().threads;
+  };
+  CHECK(per_replica(4, 2, 0) == 2);
+  CHECK(per_replica(4, 1, 0) == 4); // one replica takes every thread (it used to take one)
+  CHECK(per_replica(3, 2, 0) == 1); // rounded down, never oversubscribed
+  CHECK(per_replica(1, 4, 0) == 1); // at least one each
+  CHECK(per_replica(4, 2, 3) == 3); // an explicit count is kept
+  TrainerOptions o{.threads = 4, .log = nullptr};
+  Trainer<models::ModelA, Sgd<>, ThreadedReplicas<2>> fixed(Sgd({.lr = 0.1}), o);
+  CHECK(fixed.threads().threads == 2);
+}

@@ -4,6 +4,8 @@
 /// the optimiser configured (parameter groups, clipping, a schedule's first momentum), the CPU
 /// pool sized, and the engine's options with the settings every rank must share.
 
+#include <algorithm>
+#include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +16,7 @@
 #include "cohort/core/error.hpp"
 #include "cohort/optim/optimizer.hpp"
 #include "cohort/optim/parameter_groups.hpp"
+#include "cohort/parallel/threaded_replicas.hpp"
 #include "cohort/train/checkpoint.hpp"
 #include "cohort/train/engine/engine.hpp"
 #include "cohort/train/error_feedback_state.hpp"
@@ -108,6 +111,15 @@ CoreBudget use_threads(const TrainerOptions& o) {
 template <class Parallel>
 TrainerOptions&& checked(TrainerOptions& o) {
   if (o.batch_size == 0) throw ValueError("Trainer: batch_size must be at least 1");
+  // ThreadedReplicas on the CPU: the process's threads shared among the replicas unless given.
+  if constexpr (Parallel::name == std::string_view("ThreadedReplicas") &&
+                host_memory_backend<typename Parallel::backend>) {
+    if (o.parallel.threads_per_replica == 0) {
+      const std::size_t cores = o.threads ? o.threads : available_cores().threads;
+      const std::size_t n = Parallel::replicas == dynamic_replicas ? o.parallel.replicas : Parallel::replicas;
+      o.parallel.threads_per_replica = std::max<std::size_t>(1, cores / std::max<std::size_t>(n, 1));
+    }
+  }
   if (o.eval_batch_size == 0) throw ValueError("Trainer: eval_batch_size must be at least 1");
   if (o.accumulation_steps == 0) throw ValueError("Trainer: accumulation_steps must be at least 1");
   if (o.target_accuracy && !(*o.target_accuracy > 0 && *o.target_accuracy <= 100))

@@ -14,6 +14,7 @@
 /// sums the chunks in order: the result is the same, bit for bit, for any N that divides the
 /// chunk count, and the same as ProcessGroupDDP's deterministic mode at any world size.
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -56,9 +57,10 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
       : o_(o.parallel), seed_(o.seed), n_(count(o.parallel)), team_(n_),
         params_(initialized_parameters<params_type>(o.seed)), prec_(params_, o.loss_scale), opt_(std::move(opt)) {
     check_chunks(o_, n_, "replica count");
-    if (o_.threads_per_replica == 0) throw ValueError("ThreadedReplicas: threads_per_replica must be at least 1");
+    // 0: not sized by a Trainer (trainer_setup.hpp's checked), one thread each.
+    const std::size_t threads = std::max<std::size_t>(o_.threads_per_replica, 1);
     for (std::size_t r = 0; r < n_; ++r) {
-      pools_.push_back(std::make_unique<ThreadPool>(o_.threads_per_replica));
+      pools_.push_back(std::make_unique<ThreadPool>(threads));
       replicas_.push_back(std::make_unique<replica_type>(*pools_[r], o.loss, o.frozen, o.eval_chunk, o.ignore_index));
     }
     if (o_.deterministic) {
