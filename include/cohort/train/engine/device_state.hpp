@@ -154,12 +154,9 @@ class DeviceReplica {
               K::download(ctx_, scores_float_.data(), scores_.data(), y.size());
             }
             if constexpr (dense_output<Net>) {
-              if (!metrics)
-                throw ValueError("DeviceReplica::evaluate: a per-pixel network's evaluation needs SegmentationMetrics");
-              const std::uint64_t before = metrics->correct();
-              metrics->add(ConstBatchView<typename Net::output_shape, float>(scores_.data(), part.batch()),
-                           part_labels);
-              return std::pair{std::size_t(metrics->correct() - before), l * loss_.denominator()};
+              return detail::dense_chunk_result(
+                  metrics, ConstBatchView<typename Net::output_shape, float>(scores_.data(), part.batch()), part_labels,
+                  l, loss_.denominator(), "DeviceReplica::evaluate");
             } else {
               return std::pair{count_correct<Net>(scores_.data(), part_labels), l};
             }

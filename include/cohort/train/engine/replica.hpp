@@ -74,6 +74,20 @@ std::pair<std::size_t, double> evaluate_in_chunks(View x, std::span<const std::i
   }
   return total;
 }
+
+/// A dense network's chunk result for evaluate_in_chunks: the chunk's predictions added to
+/// `metrics` (required; `who` names the caller otherwise), and (its correct pixels, its mean
+/// loss times the denominator the loss divided by: the loss summed over the counted pixels).
+/// The one such step of the CPU and device replicas.
+template <ShapeType S, class T>
+std::pair<std::size_t, double> dense_chunk_result(SegmentationMetrics* metrics, ConstBatchView<S, T> scores,
+                                                  std::span<const std::int32_t> labels, double mean_loss,
+                                                  double denominator, const char* who) {
+  if (!metrics) throw ValueError(concat(who, ": a per-pixel network's evaluation needs SegmentationMetrics"));
+  const std::uint64_t before = metrics->correct();
+  metrics->add(scores, labels);
+  return {std::size_t(metrics->correct() - before), mean_loss * denominator};
+}
 } // namespace detail
 
 /// Predictions that match the labels, from (n, classes) scores.
@@ -138,11 +152,8 @@ class Replica {
           const auto y = exec_.forward(ctx_, info, p, input(part), master);
           const double l = loss_.forward(y, part_labels);
           if constexpr (dense_output<Net>) {
-            if (!metrics)
-              throw ValueError("Replica::evaluate: a per-pixel network's evaluation needs SegmentationMetrics");
-            const std::uint64_t before = metrics->correct();
-            metrics->add(y, part_labels);
-            return std::pair{std::size_t(metrics->correct() - before), l * loss_.denominator()};
+            return detail::dense_chunk_result(metrics, ConstBatchView<typename Net::output_shape, T>(y), part_labels, l,
+                                              loss_.denominator(), "Replica::evaluate");
           } else if constexpr (std::is_same_v<T, float>) {
             return std::pair{count_correct<Net>(y.data(), part_labels), l};
           } else {
