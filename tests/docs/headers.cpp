@@ -24,6 +24,7 @@
 #include <cohort/loss/bce_with_logits_loss.hpp>
 #include <cohort/loss/dice_loss.hpp>
 #include <cohort/loss/pixel_cross_entropy_loss.hpp>
+#include <cohort/loss/regression_choice.hpp>
 #include <cohort/loss/regression_loss.hpp>
 #include <cohort/models/fast_resnet.hpp>
 #include <cohort/models/mobilenet_v2.hpp>
@@ -291,6 +292,16 @@ using Net = Sequential<Input<16, 8, 8>, Conv2d<16, 16, 3, 1, 1, false>, BatchNor
   cohort::HuberLoss huber({.delta = 0.5});                   // torch.nn.HuberLoss(delta=0.5)
   //! [loss/regression_loss]
   (void)l, (void)huber;
+}
+
+[[maybe_unused]] void example_loss_regression_choice(const ImagePairDataset<Shape<1, 28, 28>>& pairs,
+                                                     const ImagePairDataset<Shape<1, 28, 28>>& test_pairs) {
+  //! [loss/regression_choice]
+  using Denoiser = cohort::models::UNet<cohort::Shape<1, 28, 28>, 1>;   // one output channel
+  cohort::TrainerOptions o{.regression = {.loss = cohort::RegressionLoss::huber, .delta = 0.5}};
+  cohort::Trainer<Denoiser, cohort::Adam<>> trainer(cohort::Adam({.lr = 1e-3}), o);
+  trainer.fit(pairs, /*epochs=*/5, &test_pairs);   // ImagePairDataset<Shape<1, 28, 28>>
+  //! [loss/regression_choice]
 }
 
 [[maybe_unused]] void example_loss_bce_with_logits_loss(Network<models::UNet<Shape<1, 28, 28>, 1>>& net,

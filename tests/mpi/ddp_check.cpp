@@ -43,6 +43,8 @@
 //       ThreadedReplicas<4>, the backbone as initialised, no bucket holding a frozen tensor
 //   mpirun -np N ddp_check segment      a U-Net on masks (class weights, ignored pixels, joint
 //       crop and flip), deterministic: bitwise ThreadedReplicas<4>, the same evaluation on every rank
+//   mpirun -np N ddp_check regress      a U-Net on two-channel target images (HuberLoss, joint crop
+//       and flip), deterministic: bitwise ThreadedReplicas<4>, the same evaluation on every rank
 //   mpirun -np N ddp_check overflow     MixedPrecision<fp16>: an inf gradient on the last rank
 //       only; every rank must skip the step together (weights and optimiser untouched, scale
 //       halved, one skipped step), then take the next clean one together
@@ -73,6 +75,7 @@
 #include "support/bands.hpp"
 #include "support/compare.hpp"
 #include "support/mask_bands.hpp"
+#include "support/noisy_bands.hpp"
 
 using namespace cohort;
 using test::Bands;
@@ -486,6 +489,42 @@ int segment() {
   return failed | !same | !same_eval;
 }
 
+/// A U-Net regressing two-channel target images (tests/support/noisy_bands.hpp) with HuberLoss
+/// and a joint crop and flip: deterministic DDP is bitwise ThreadedReplicas<4>'s at any world
+/// size, and every rank's evaluation loss is the same as one process's.
+int regress() {
+  const auto data = test::noisy_bands<2>(48, 9);
+  const std::size_t global = 16;
+  const auto regress_options = [](std::size_t batch) {
+    TrainerOptions o = options(batch, true);
+    o.regression = {.loss = RegressionLoss::huber, .delta = 0.3};
+    o.joint_augment = JointAugmentation{JointRandomCrop(8, 1), JointRandomHorizontalFlip()};
+    return o;
+  };
+  using Net = models::UNet<Shape<1, 8, 8>, 2, 4, 1>;
+  Trainer<Net, Adam<>, ProcessGroupDDP<Mpi>> ddp(Adam({.lr = 1e-2}),
+                                                 regress_options(global / std::size_t(world_size())));
+  ddp.fit(data, 2);
+  const EvalReport e = ddp.evaluate(data);
+  auto w = values(ddp.parameters());
+  const auto& b = ddp.parameters().buffers;
+  w.insert(w.end(), b.data(), b.data() + b.size());
+  int failed = check_identical("ddp_check", w);
+  failed |= check_identical("ddp_check", std::vector<float>{float(e.loss)});
+  if (world_rank() != 0) return failed;
+  Trainer<Net, Adam<>, ThreadedReplicas<4>> threads(Adam({.lr = 1e-2}), regress_options(global));
+  threads.fit(data, 2);
+  auto v = values(threads.parameters());
+  const auto& tb = threads.parameters().buffers;
+  v.insert(v.end(), tb.data(), tb.data() + tb.size());
+  const EvalReport t = threads.evaluate(data);
+  const bool same = v == w;
+  const bool same_eval = std::abs(t.loss - e.loss) <= 1e-12 * std::abs(t.loss);
+  std::printf("regress, %d rank(s): weights and statistics %s ThreadedReplicas<4>; Huber loss %.9f vs %.9f\n",
+              world_size(), same ? "bitwise equal to" : "DIFFERENT from", e.loss, t.loss);
+  return failed | !same | !same_eval;
+}
+
 /// The overflow decision is global: a rank whose gradients are finite still skips when another
 /// rank's are not, so the ranks never diverge (the AMP+DDP failure this guards against).
 int overflow() {
@@ -555,6 +594,7 @@ int main(int argc, char** argv) {
     if (a.mode == "accumulate") return accumulate();
     if (a.mode == "freeze") return freeze();
     if (a.mode == "segment") return segment();
+    if (a.mode == "regress") return regress();
     if (a.mode == "placement") return placement();
     if (a.mode == "shard") return shard();
     if (a.mode == "linkcut") return linkcut(a);

@@ -1,6 +1,6 @@
 # Runs ddp_check under mpirun and checks what it must do (see ddp_check.cpp).
 #   cmake -DMPIEXEC=... -DEXE=ddp_check -DWORK=dir -DCASE=<case> -P run_ddp.cmake
-# Cases: equivalence, deterministic, augment, recipe, tcp, resume, resume_error_feedback, resnet, mismatch, environment, accumulate, freeze, segment, overflow, and
+# Cases: equivalence, deterministic, augment, recipe, tcp, resume, resume_error_feedback, resnet, mismatch, environment, accumulate, freeze, segment, regress, overflow, and
 # the fault cases kill, hang, hang_uneven_deadlines, stall_startup, stall_broadcast, stall_loss, stall_evaluation,
 # stall_checkpoint; with EXE=ddp_device_check: device_equivalence, device_resume,
 # device_resume_error_feedback, device_mixed, device_segment,
@@ -315,6 +315,11 @@ elseif(CASE STREQUAL "freeze")
 elseif(CASE STREQUAL "segment")
   foreach(np 1 2 4)
     run(${np} rc out 120 -- segment)
+    expect_success("${rc}" "${out}")
+  endforeach()
+elseif(CASE STREQUAL "regress")
+  foreach(np 2 4)
+    run(${np} rc out 120 -- regress)
     expect_success("${rc}" "${out}")
   endforeach()
 # ddp_device_check (EXE): ProcessGroupDDP<Mpi, ThrustDevice>, the device engine on the CPU.

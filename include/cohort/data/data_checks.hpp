@@ -148,5 +148,31 @@ void check_mask_dataset(const D& d, std::size_t classes, std::size_t width, std:
   }
 }
 
+/// Instantiated with a dataset's target shape and a dense network's output shape (image-to-image
+/// regression): when they differ, the compiler's "required from" line names both.
+template <class TargetShape, class NetworkOutput>
+struct target_shape_matches_network_output {
+  static_assert(std::is_same_v<TargetShape, NetworkOutput>,
+                "Trainer: the dataset's target images are not the network's output shape (the two are named in "
+                "target_shape_matches_network_output<dataset's target_shape, network's output shape> below)");
+  static constexpr bool value = true;
+};
+
+/// The run-time half for a dataset of target images: every target value (`size` per sample, in
+/// (C, H, W) order with planes of `height` x `width`) one the loss accepts (`accepts(v)`, which
+/// `loss` names and `range` describes), before any step.
+template <class D, class Accepts>
+void check_target_dataset(const D& d, std::size_t size, std::size_t height, std::size_t width, Accepts accepts,
+                          const char* loss, const char* range, const char* who) {
+  const std::size_t n = d.size(), plane = height * width;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float* t = d.target(i);
+    for (std::size_t e = 0; e < size; ++e)
+      if (!accepts(t[e]))
+        throw ValueError(concat(who, ": sample ", i, "'s target is ", t[e], " at channel ", e / plane, ", pixel (",
+                                e % plane / width, ", ", e % width, "); ", loss, " expects ", range));
+  }
+}
+
 } // namespace detail
 } // namespace cohort

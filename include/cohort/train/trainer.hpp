@@ -12,7 +12,9 @@
 /// at compile time how a step is computed; the loop (sampling, batching, logging, checkpoints) is
 /// the same for all. The loss follows the network: NllLoss after a LogSoftmax, else CrossEntropyLoss;
 /// a network with a class per pixel (output (C, H, W)) trains on masks (SegmentationData) with
-/// PixelCrossEntropyLoss and is evaluated by pixel accuracy and mean IoU.
+/// PixelCrossEntropyLoss and is evaluated by pixel accuracy and mean IoU, or on target images
+/// (RegressionData) with TrainerOptions::regression's loss (MSELoss by default), evaluated by
+/// that loss.
 
 #include <algorithm>
 #include <chrono>
@@ -77,10 +79,19 @@ class Trainer {
   static constexpr bool dense = detail::dense_output<Net>;                  // a class per pixel: masks, not labels
   static constexpr std::size_t outputs = detail::classes_of<Net>;           // class scores: labels are 0 .. outputs - 1
   static constexpr std::size_t per_sample = detail::labels_per_sample<Net>; // 1, or a mask's H * W
-  /// What this trainer's fit and evaluate take: labelled images, or images with masks when the
-  /// network predicts per pixel.
+  static constexpr std::size_t target_size = dense ? Net::output_shape::size : 0; // a target image's values
+  /// A dense network's dataset of target images (regression) rather than masks.
   template <class D>
-  static constexpr bool trains_on = dense ? SegmentationData<D, input_shape> : ClassificationData<D, input_shape>;
+  static constexpr bool regresses = dense&& RegressionData<D, input_shape> && !SegmentationData<D, input_shape>;
+  /// What this trainer's fit and evaluate take: labelled images, or images with masks or target
+  /// images when the network predicts per pixel.
+  template <class D>
+  static constexpr bool trains_on =
+      dense ? SegmentationData<D, input_shape> || regresses<D> : ClassificationData<D, input_shape>;
+  /// Image-to-image regression computes its loss on the host (loss/regression_loss.hpp): CPU
+  /// policies only, for now.
+  template <class D>
+  static constexpr bool data_fits_backend = !regresses<D> || host_memory_backend<typename Parallel::backend>;
   using engine_type = detail::TrainEngine<Parallel, Precision, Net, Opt>;
   static_assert(TrainEngineProtocol<engine_type, Net>,
                 "Trainer: the engine of this (Parallel, Precision) pair does "
@@ -97,8 +108,14 @@ class Trainer {
     state_.shuffle = options_.shuffle;
     if (dense && !options_.augment.empty())
       throw ValueError(detail::concat("Trainer: TrainerOptions::augment (", options_.augment.names(),
-                                      ") would move the images and not their masks (this network predicts a class per "
-                                      "pixel): give the transforms as TrainerOptions::joint_augment"));
+                                      ") would move the images and not their masks or target images (this network "
+                                      "predicts per pixel): give the transforms as TrainerOptions::joint_augment"));
+    if (!dense && !options_.regression.plain())
+      throw ValueError(detail::concat("Trainer: TrainerOptions::regression (",
+                                      detail::regression_loss_name(options_.regression.loss),
+                                      ") is the loss of a network predicting per pixel on target images; this "
+                                      "network ends in one vector of class scores, ",
+                                      Net::output_shape::str()));
     if (!dense && !options_.joint_augment.empty())
       throw ValueError(detail::concat("Trainer: TrainerOptions::joint_augment (", options_.joint_augment.names(),
                                       ") transforms images with their masks, and this network predicts one class per "
@@ -169,6 +186,12 @@ class Trainer {
                                                           const Test* test = nullptr) {
     static_assert(detail::dataset_type_fits<Train, input_shape>());
     static_assert(detail::dataset_type_fits<Test, input_shape>());
+    static_assert(regresses<Train> == regresses<Test>,
+                  "Trainer::fit: the training and test sets must both be masks or both target images");
+    if (regresses<Train> && options_.target_accuracy)
+      throw ValueError(detail::concat("Trainer::fit: target_accuracy ", *options_.target_accuracy,
+                                      "% is a test accuracy, and a network regressing target images reports only its "
+                                      "loss: expected no target_accuracy"));
     detail::check_class_list(train, state_, class_names_, "Trainer::fit");
     if (test) detail::check_class_list(*test, state_, class_names_, "Trainer::fit (test set)");
     // Both sets checked before the first step: a bad test set would otherwise surface only
@@ -192,6 +215,9 @@ class Trainer {
   template <class Train, class Test = Train>
   requires(trains_on<Train>) EpochReport fit_epoch(const Train& train, const Test* test = nullptr) {
     static_assert(detail::dataset_type_fits<Train, input_shape>());
+    static_assert(data_fits_backend<Train>,
+                  "Trainer::fit: image-to-image regression (a dataset of target images) trains on CPU policies "
+                  "(SingleDevice<>, ThreadedReplicas<N>, ProcessGroupDDP<Mpi>); device policies take masks or labels");
     check_data(train, "Trainer::fit");
     detail::check_class_list(train, state_, class_names_, "Trainer::fit");
     const EpochPlan plan = plan_epoch(train.size());
@@ -236,7 +262,7 @@ class Trainer {
     if (test) {
       const bool average = ema_ && ema_->options().evaluate && ema_->n_averaged() > 0;
       const EvalReport e = average ? evaluate_ema(*test) : evaluate(*test);
-      r.test_accuracy = e.accuracy;
+      if constexpr (!regresses<Test>) r.test_accuracy = e.accuracy;
       r.test_loss = e.loss;
       r.test_mean_iou = e.mean_iou;
     }
@@ -246,10 +272,15 @@ class Trainer {
 
   /// Accuracy and mean loss on `data` in evaluation mode (dropout off, running statistics).
   /// Under ProcessGroupDDP each rank evaluates a contiguous share and the counts are summed.
-  /// A dense network's are over pixels, with the intersection over union (EvalReport).
+  /// A dense network's are over pixels, with the intersection over union (EvalReport); on target
+  /// images the loss is the mean over every target element, and accuracy is 0.
   template <class Data>
   requires(trains_on<Data>) EvalReport evaluate(const Data& data) {
     static_assert(detail::dataset_type_fits<Data, input_shape>());
+    static_assert(data_fits_backend<Data>,
+                  "Trainer::evaluate: image-to-image regression (a dataset of target images) trains and evaluates "
+                  "on CPU policies (SingleDevice<>, ThreadedReplicas<N>, ProcessGroupDDP<Mpi>); device policies "
+                  "take masks or labels");
     if (data.size() == 0) throw ValueError("Trainer::evaluate: the dataset is empty (no accuracy to report)");
     check_data(data, "Trainer::evaluate");
     detail::check_class_list(data, state_, class_names_, "Trainer::evaluate");
@@ -258,7 +289,7 @@ class Trainer {
     const std::size_t begin = n * rank / world, end = n * (rank + 1) / world;
     double correct = 0, loss = 0;
     std::optional<SegmentationMetrics> pixels;
-    if constexpr (dense) pixels.emplace(outputs, options_.ignore_index);
+    if constexpr (dense && !regresses<Data>) pixels.emplace(outputs, options_.ignore_index);
     std::vector<std::size_t> idx;
     for (std::size_t first = begin; first < end; first += options_.eval_batch_size) {
       const std::size_t count = std::min(options_.eval_batch_size, end - first);
@@ -267,7 +298,10 @@ class Trainer {
       batches_.gather(data, idx, 0);
       const std::span<const std::int32_t> labels(batches_.labels(0), count * per_sample);
       const auto [c, l] = [&] {
-        if constexpr (dense)
+        if constexpr (regresses<Data>)
+          return engine_.evaluate({batches_.images(0), count},
+                                  std::span<const float>(batches_.targets(0), count * target_size));
+        else if constexpr (dense)
           return engine_.evaluate({batches_.images(0), count}, labels, &*pixels);
         else
           return engine_.evaluate({batches_.images(0), count}, labels);
@@ -275,7 +309,7 @@ class Trainer {
       correct += double(c);
       loss += l;
     }
-    if constexpr (dense) {
+    if constexpr (dense && !regresses<Data>) {
       return dense_report(*pixels, loss, n);
     } else {
       std::array<double, 2> totals{correct, loss};
@@ -399,7 +433,15 @@ class Trainer {
   /// ignore_index and every value.
   template <class D>
   void check_data(const D& d, const char* who) const {
-    if constexpr (dense) {
+    if constexpr (regresses<D>) {
+      using Out = typename Net::output_shape;
+      static_assert(detail::target_shape_matches_network_output<typename D::target_shape, Out>::value);
+      const RegressionLoss loss = options_.regression.loss;
+      detail::check_target_dataset(
+          d, Out::size, Out::extents[1], Out::extents[2],
+          [loss](float v) { return detail::regression_accepts(loss, v); }, detail::regression_loss_name(loss),
+          detail::regression_range(loss), who);
+    } else if constexpr (dense) {
       using Out = typename Net::output_shape;
       static_assert(detail::mask_shape_matches_network_output<typename D::mask_shape,
                                                               Shape<Out::extents[1], Out::extents[2]>>::value);
@@ -521,9 +563,13 @@ class Trainer {
           detail::prefetch_pays<typename Parallel::backend, Train>(options_) ? options_.prefetch_batches : 0;
       const std::size_t slot = batches_.load(train, b, plan.batches, plan.local, bs, ahead,
                                              {&options_.augment, state_.seed, state_.epoch, &options_.joint_augment});
-      loss += engine_.step({batches_.images(slot), count},
-                           std::span<const std::int32_t>(batches_.labels(slot), count * per_sample),
-                           {.step = state_.step, .forward_pass = state_.forward_passes, .index = i, .count = group});
+      const MicroStep m{.step = state_.step, .forward_pass = state_.forward_passes, .index = i, .count = group};
+      if constexpr (regresses<Train>)
+        loss += engine_.step({batches_.images(slot), count},
+                             std::span<const float>(batches_.targets(slot), count * target_size), m);
+      else
+        loss += engine_.step({batches_.images(slot), count},
+                             std::span<const std::int32_t>(batches_.labels(slot), count * per_sample), m);
       ++state_.forward_passes;
       r.samples += count * world;
     }
@@ -587,7 +633,7 @@ class Trainer {
   std::vector<std::string> class_names_;  // see class_names()
   std::optional<WeightAverage<Net>> ema_; // TrainerOptions::ema
   // Staging memory is allocated on the thread that gathers, with the engine's device current.
-  detail::BatchStaging<input_shape, staging, per_sample> batches_{[this] {
+  detail::BatchStaging<input_shape, staging, per_sample, target_size> batches_{[this] {
     if constexpr (requires { engine_.activate(); }) engine_.activate();
   }};
   std::vector<double> epoch_seconds_;

@@ -18,6 +18,7 @@
 #include "cohort/data/data_checks.hpp"
 #include "cohort/data/joint_augment.hpp"
 #include "cohort/loss/cross_entropy_options.hpp"
+#include "cohort/loss/regression_choice.hpp"
 #include "cohort/network/freezing.hpp"
 #include "cohort/optim/ema_options.hpp"
 #include "cohort/optim/lr_schedule.hpp"
@@ -54,6 +55,19 @@ concept SegmentationData = requires(const D& d, std::size_t i) {
   { d.mask(i) } -> std::convertible_to<const std::int32_t*>;
   { d.num_classes() } -> std::convertible_to<std::size_t>;
   { d.ignore_index() } -> std::convertible_to<std::int32_t>;
+};
+
+/// A set of images with a target image each that a Trainer of a dense network trains on by
+/// regression (TrainerOptions::regression's loss): data/dense_dataset.hpp's ImagePairDataset,
+/// or anything with the same members. Its `target_shape` must be the network's output shape
+/// (checked at compile time), and every target value one the loss accepts (checked before any
+/// step).
+template <class D, class InputShape>
+concept RegressionData = requires(const D& d, std::size_t i) {
+  typename D::target_shape;
+  { d.size() } -> std::convertible_to<std::size_t>;
+  { d.image(i) } -> std::convertible_to<const float*>;
+  { d.target(i) } -> std::convertible_to<const float*>;
 };
 
 /// How the trainer runs, logs and records.
@@ -140,6 +154,10 @@ struct TrainerOptions {
   /// nothing: the training and test sets must mark them so (MaskDataset::ignore_index, e.g.
   /// VOC's 255).
   std::int32_t ignore_index = -100;
+  /// A dense network's loss when it trains on target images (RegressionData) rather than
+  /// masks: MSELoss by default (loss/regression_choice.hpp). Evaluation then reports that loss,
+  /// the mean over every target element, and no accuracy.
+  RegressionOptions regression{};
   /// Layers that do not train: a fine-tune's backbone (network/freezing.hpp; torch's
   /// requires_grad_(False) with .eval() on them). Under every policy and precision their
   /// parameters, optimiser state and (in eval mode) running statistics stay as loaded, backward
@@ -179,6 +197,10 @@ inline void print_epoch_line(std::ostream& out, const EpochReport& r) {
   if (r.test_accuracy) {
     std::snprintf(line, sizeof line, r.test_mean_iou ? ", test pixel accuracy %.2f%%" : ", test accuracy %.2f%%",
                   *r.test_accuracy);
+    out << line;
+  }
+  if (r.test_loss && !r.test_accuracy) { // regression: a loss is all there is to report
+    std::snprintf(line, sizeof line, ", test loss %.6f", *r.test_loss);
     out << line;
   }
   if (r.test_mean_iou) {

@@ -159,6 +159,7 @@ EngineOptions engine_options(const TrainerOptions& o) {
                   .loss_scale = o.loss_scale,
                   .loss = o.loss,
                   .ignore_index = o.ignore_index,
+                  .regression = o.regression,
                   .frozen = frozen_layers<Net>(o.freeze),
                   .eval_chunk = o.batch_size,
                   .agreement = {}};
@@ -174,6 +175,8 @@ EngineOptions engine_options(const TrainerOptions& o) {
       concat("label_smoothing: ", exact_text(o.loss.label_smoothing)),
       concat("class_weights: ", class_weights_text(o.loss.class_weights)),
       concat("ignore_index: ", o.ignore_index),
+      concat("regression: ", regression_loss_name(o.regression.loss), ", beta ", exact_text(o.regression.beta),
+             ", delta ", exact_text(o.regression.delta), ", pos_weight ", class_weights_text(o.regression.pos_weight)),
       concat("augment: ", o.augment.names()),
       concat("joint_augment: ", o.joint_augment.names()),
       concat("freeze: ", e.frozen.text())};

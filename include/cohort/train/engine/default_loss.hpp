@@ -3,6 +3,7 @@
 /// The loss an engine trains with: the one the network's output calls for (default_loss_t), built
 /// from the Trainer's CrossEntropyOptions and checked when the Trainer is constructed.
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -29,6 +30,18 @@ template <class Net>
 inline constexpr std::size_t classes_of = dense_output<Net> ? Net::output_shape::extents[0] : Net::output_shape::size;
 template <class Net>
 inline constexpr std::size_t labels_per_sample = Net::output_shape::size / classes_of<Net>;
+
+/// What a sample's targets are, by their element type L: int32 class labels (one, or a mask's
+/// H * W), or float target values (a dense network's regression: one per output element).
+template <class L>
+concept TargetElement = std::same_as<L, std::int32_t> || std::same_as<L, float>;
+template <class Net, TargetElement L>
+inline constexpr std::size_t targets_per_sample =
+    std::is_same_v<L, float> ? Net::output_shape::size : labels_per_sample<Net>;
+/// Whether targets of type L are a class per pixel (a mask), whose loss sums over the counted
+/// pixels rather than averaging over samples.
+template <class Net, TargetElement L>
+inline constexpr bool per_pixel_classes = dense_output<Net>&& std::is_same_v<L, std::int32_t>;
 } // namespace detail
 
 /// The loss a network's output calls for: NllLoss after a final LogSoftmax (seed 000),

@@ -24,6 +24,7 @@
 
 #include "cohort/core/error.hpp"
 #include "cohort/loss/cross_entropy_options.hpp"
+#include "cohort/loss/regression_choice.hpp"
 #include "cohort/network/freezing.hpp"
 #include "cohort/parallel/policy.hpp"
 #include "cohort/precision/mixed_precision.hpp"
@@ -48,6 +49,9 @@ struct EngineOptions {
   CrossEntropyOptions loss{};
   /// The label of pixels that add nothing to a dense network's loss and metrics.
   std::int32_t ignore_index = -100;
+  /// A dense network's loss on float target images (CPU engines; the Trainer's
+  /// TrainerOptions::regression).
+  RegressionOptions regression{};
   /// The layers that do not train (network/freezing.hpp): every replica's executor skips them,
   /// DDP's buckets leave them out. (The optimiser's frozen runs come with the optimiser.)
   FrozenLayers frozen{};

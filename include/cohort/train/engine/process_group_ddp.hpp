@@ -74,7 +74,8 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   TrainEngine(Opt opt, const EngineOptions& o)
       : o_(o.parallel), seed_(o.seed), comm_(o.parallel.timeout_s),
         params_(initialized_parameters<params_type>(o.seed)), prec_(params_, o.loss_scale),
-        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk, o.ignore_index), opt_(std::move(opt)) {
+        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk, o.ignore_index, o.regression),
+        opt_(std::move(opt)) {
     rank_ = std::size_t(comm_.rank());
     world_ = std::size_t(comm_.size());
     scatter_comm_ = comm_.duplicate();
@@ -119,7 +120,12 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
     }
   }
 
-  double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
+  /// `labels`: class labels or masks (int32), or a dense network's float regression targets (one
+  /// per output element).
+  double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) { return step_on(x, labels, m); }
+  double step(input_view x, std::span<const float> targets, const MicroStep& m) { return step_on(x, targets, m); }
+  template <TargetElement L>
+  double step_on(input_view x, std::span<const L> labels, const MicroStep& m) {
     if (m.index == 0) comm_.begin_step(m.step);
     // Class weights: every rank normalises by the weight total of all ranks' labels.
     const double total = step_weight_total<classes_of<Net>>(replica_.loss(), labels, *this);
@@ -138,6 +144,13 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
 
   std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels,
                                           SegmentationMetrics* metrics = nullptr) {
+    return evaluate_on(x, labels, metrics);
+  }
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const float> targets) {
+    return evaluate_on(x, targets, nullptr);
+  }
+  template <TargetElement L>
+  std::pair<std::size_t, double> evaluate_on(input_view x, std::span<const L> labels, SegmentationMetrics* metrics) {
     return replica_.evaluate(prec_.compute(), x, labels, seed_, prec_.master_values(), metrics);
   }
 
@@ -201,7 +214,8 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
 
   /// The rank's batch in one pass; buckets start from the backward hook on the last micro-batch.
   /// Returns the rank's loss as a local mean (the global one times world).
-  double step_rank(input_view x, std::span<const std::int32_t> labels, const MicroStep& m, double total) {
+  template <TargetElement L>
+  double step_rank(input_view x, std::span<const L> labels, const MicroStep& m, double total) {
     // The rank's mean carries 1 / world; with class weights, the global weight total does.
     const double scale = prec_.loss_factor() / ((total > 0 ? 1.0 : double(world_)) * double(m.count));
     const double per_world = total > 0 ? double(world_) : 1.0;
@@ -216,31 +230,34 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   }
 
   /// Deterministic mode: this rank's chunks one by one, each into its own store.
-  double step_chunks(input_view x, std::span<const std::int32_t> labels, const MicroStep& m, double total) {
+  template <TargetElement L>
+  double step_chunks(input_view x, std::span<const L> labels, const MicroStep& m, double total) {
+    constexpr std::size_t per = targets_per_sample<Net, L>;
     const std::size_t chunks = o_.deterministic_chunks, per_rank = slots_.size();
+    auto& chunk_labels = replica_.template chunk_targets_of<L>();
     if (m.last()) reset_buckets();
     double loss = 0;
     for (std::size_t s = 0; s < per_rank; ++s) {
       const std::size_t j = chunk_of(rank_, s, world_); // the global chunk in slot s (as checkpoints store it)
-      const std::size_t count = gather_strided<typename Net::input_shape, labels_per_sample<Net>>(
-          x.data(), labels, s, per_rank, replica_.chunk_x, replica_.chunk_labels);
+      const std::size_t count =
+          gather_strided<typename Net::input_shape, per>(x.data(), labels, s, per_rank, replica_.chunk_x, chunk_labels);
       grads_type& g = *slots_[s];
       if (count == 0) {
         if (m.index == 0) g.values.fill(0.f);
         continue;
       }
-      const ShardNorm norm = shard_norm(count, labels.size() / labels_per_sample<Net> * world_, total);
+      const ShardNorm norm = shard_norm(count, labels.size() / per * world_, total);
       const StepInfo info = train_step_info(seed_, m, j, chunks, j == 0);
       const input_view chunk{replica_.chunk_x.data(), count};
       const double scale = prec_.loss_factor() * norm.share / double(m.count);
       if (m.last() && s + 1 == per_rank)
         loss +=
             norm.share * replica_.train(
-                             prec_.compute(), g, chunk, replica_.chunk_labels, info, scale, m.index > 0,
+                             prec_.compute(), g, chunk, std::span<const L>(chunk_labels), info, scale, m.index > 0,
                              [&](std::size_t layer) { layer_done(layer); }, prec_.master_values(), norm.denominator);
       else
-        loss += norm.share * replica_.train(prec_.compute(), g, chunk, replica_.chunk_labels, info, scale, m.index > 0,
-                                            NoHook{}, prec_.master_values(), norm.denominator);
+        loss += norm.share * replica_.train(prec_.compute(), g, chunk, std::span<const L>(chunk_labels), info, scale,
+                                            m.index > 0, NoHook{}, prec_.master_values(), norm.denominator);
     }
     return loss * double(world_); // the rank's share of the global mean, as a local mean
   }

@@ -10,10 +10,12 @@
 #include <span>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "cohort/backend/cpu.hpp"
 #include "cohort/backend/cpu/convert.hpp"
+#include "cohort/loss/regression_choice.hpp"
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
 #include "cohort/tensor/batch.hpp"
@@ -58,19 +60,19 @@ namespace detail {
 /// (correct predictions, summed loss) over `x` in chunks of at most `chunk` samples:
 /// `chunk_result(part, part_labels)` gives one chunk's (correct, mean loss). The one chunking
 /// loop of the CPU and device replicas.
-/// (A dense network's chunk result is (correct pixels, summed loss): its loss is not weighed by
-/// the sample count.)
-template <class Net, class View, class F>
-std::pair<std::size_t, double> evaluate_in_chunks(View x, std::span<const std::int32_t> labels, std::size_t chunk,
+/// (A dense network's chunk result on masks is (correct pixels, summed loss): its loss is not
+/// weighed by the sample count. L: the targets' element type, class labels or float values.)
+template <class Net, class View, TargetElement L, class F>
+std::pair<std::size_t, double> evaluate_in_chunks(View x, std::span<const L> labels, std::size_t chunk,
                                                   F&& chunk_result) {
-  constexpr std::size_t per = labels_per_sample<Net>;
+  constexpr std::size_t per = targets_per_sample<Net, L>;
   std::pair<std::size_t, double> total{0, 0.0};
   for (std::size_t at = 0; at < x.batch(); at += chunk) {
     const std::size_t n = std::min(chunk, x.batch() - at);
     const auto [correct, loss] =
         chunk_result(View{x.data() + at * Net::input_shape::size, n}, labels.subspan(at * per, n * per));
     total.first += correct;
-    total.second += dense_output<Net> ? loss : loss * double(n);
+    total.second += per_pixel_classes<Net, L> ? loss : loss * double(n);
   }
   return total;
 }
@@ -105,7 +107,9 @@ std::size_t count_correct(const float* y, std::span<const std::int32_t> labels) 
 /// A network instance without parameters of its own: an executor, a gradient store, a loss and
 /// the CPU threads it computes on, with storage type T (float, or a 16-bit type under mixed
 /// precision: inputs are converted, gradients stay float). Replicas share one set of
-/// parameters; nothing is copied per step.
+/// parameters; nothing is copied per step. A dense network's replica also holds the regression
+/// loss it trains with on float targets (TrainerOptions::regression): train and evaluate take
+/// int32 labels or masks, or float target values, by the span's element type.
 template <class Net, class T = float>
 class Replica {
  public:
@@ -117,9 +121,12 @@ class Replica {
   /// threads at once); `loss`: CrossEntropyLoss's smoothing and class weights; `frozen`: the
   /// layers that do not train (network/freezing.hpp); `eval_limit`: eval_chunk's limit.
   /// `ignore_index`: the label of pixels that add nothing (a dense network's PixelCrossEntropyLoss).
+  /// `regression`: a dense network's loss on target images.
   explicit Replica(ThreadPool& pool, const CrossEntropyOptions& loss = {}, const FrozenLayers& frozen = {},
-                   std::size_t eval_limit = 0, std::int32_t ignore_index = -100)
-      : ctx_{&pool}, loss_(make_loss<loss_type, classes_of<Net>>(loss, ignore_index)), eval_limit_(eval_limit) {
+                   std::size_t eval_limit = 0, std::int32_t ignore_index = -100,
+                   const RegressionOptions& regression = {})
+      : ctx_{&pool}, loss_(make_loss<loss_type, classes_of<Net>>(loss, ignore_index)),
+        regression_(make_regression(regression)), eval_limit_(eval_limit) {
     if constexpr (requires { loss_.set_context(ctx_); }) loss_.set_context(ctx_);
     exec_.set_frozen(frozen);
   }
@@ -129,51 +136,81 @@ class Replica {
   /// times the loss scale). `hook(layer)` runs as each layer's gradients become final.
   /// `master`: the float master weights under mixed precision. `denominator`: what the loss is
   /// normalised by (0: the batch's own count or weight total; see ShardNorm). Returns the loss.
-  template <class Hook = NoHook>
-  double train(params_type& p, grads_type& g, input_view x, std::span<const std::int32_t> labels, const StepInfo& info,
+  template <TargetElement L, class Hook = NoHook>
+  double train(params_type& p, grads_type& g, input_view x, std::span<const L> labels, const StepInfo& info,
                double grad_scale, bool accumulate, Hook&& hook = {}, const float* master = nullptr,
                double denominator = 0) {
     const auto y = exec_.forward(ctx_, info, p, input(x), master);
-    const double l = forward_loss(y, labels, grad_scale, denominator);
-    exec_.backward(ctx_, p, g, loss_.backward(), {.accumulate = accumulate}, std::forward<Hook>(hook), master);
-    return l;
+    if constexpr (std::is_same_v<L, float>) {
+      static_assert(dense_output<Net>, "Replica: float targets are a dense network's regression targets");
+      const double l = regression_.forward(y, labels, grad_scale);
+      exec_.backward(ctx_, p, g, regression_.backward(), {.accumulate = accumulate}, std::forward<Hook>(hook), master);
+      return l;
+    } else {
+      const double l = forward_loss(y, labels, grad_scale, denominator);
+      exec_.backward(ctx_, p, g, loss_.backward(), {.accumulate = accumulate}, std::forward<Hook>(hook), master);
+      return l;
+    }
   }
 
   /// (correct predictions, summed loss) in evaluation mode, in chunks of at most what training
   /// allocated for (eval_chunk). A dense network's are (correct pixels, the loss summed over the
-  /// counted pixels, weighted), its predictions added to `metrics` (required).
-  std::pair<std::size_t, double> evaluate(params_type& p, input_view x, std::span<const std::int32_t> labels,
-                                          std::uint64_t seed, const float* master = nullptr,
-                                          SegmentationMetrics* metrics = nullptr) {
+  /// counted pixels, weighted), its predictions added to `metrics` (required); on float
+  /// targets (0, the regression loss summed over samples).
+  template <TargetElement L>
+  std::pair<std::size_t, double> evaluate(params_type& p, input_view x, std::span<const L> labels, std::uint64_t seed,
+                                          const float* master = nullptr, SegmentationMetrics* metrics = nullptr) {
     const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
     const std::size_t chunk = eval_chunk(exec_.capacity(), x.batch(), eval_limit_);
-    return detail::evaluate_in_chunks<Net>(
-        x, labels, chunk, [&](input_view part, std::span<const std::int32_t> part_labels) {
-          const auto y = exec_.forward(ctx_, info, p, input(part), master);
-          const double l = loss_.forward(y, part_labels);
-          if constexpr (dense_output<Net>) {
-            return detail::dense_chunk_result(metrics, ConstBatchView<typename Net::output_shape, T>(y), part_labels, l,
-                                              loss_.denominator(), "Replica::evaluate");
-          } else if constexpr (std::is_same_v<T, float>) {
-            return std::pair{count_correct<Net>(y.data(), part_labels), l};
-          } else {
-            scores_.resize(y.size());
-            cpu::load_floats(cpu::active_isa(), y.data(), scores_.data(), y.size());
-            return std::pair{count_correct<Net>(scores_.data(), part_labels), l};
-          }
-        });
+    return detail::evaluate_in_chunks<Net>(x, labels, chunk, [&](input_view part, std::span<const L> part_labels) {
+      const auto y = exec_.forward(ctx_, info, p, input(part), master);
+      if constexpr (std::is_same_v<L, float>) {
+        return std::pair<std::size_t, double>{0, regression_.forward(y, part_labels)};
+      } else {
+        return chunk_result(y, part_labels, metrics);
+      }
+    });
   }
 
   grads_type& gradients() noexcept { return grads_; }
   Executor<Net, T, Cpu>& executor() noexcept { return exec_; }
   const auto& loss() const noexcept { return loss_; }
+  /// A dense network's regression loss (std::monostate for other networks).
+  const auto& regression_loss() const noexcept { return regression_; }
   CpuContext& context() noexcept { return ctx_; }
 
-  /// Room for one gathered micro-batch (deterministic chunks), reused across steps.
+  /// Room for one gathered micro-batch (deterministic chunks), reused across steps: labels or
+  /// masks, or float targets (chunk_targets_of<L>() picks by the element type).
   HostBuffer<float> chunk_x;
   std::vector<std::int32_t> chunk_labels;
+  std::vector<float> chunk_targets;
+  template <TargetElement L>
+  std::vector<L>& chunk_targets_of() noexcept {
+    if constexpr (std::is_same_v<L, float>)
+      return chunk_targets;
+    else
+      return chunk_labels;
+  }
 
  private:
+  /// A chunk's (correct predictions, mean loss) on labels, or a dense network's on masks (see
+  /// dense_chunk_result).
+  template <class Y>
+  std::pair<std::size_t, double> chunk_result(const Y& y, std::span<const std::int32_t> part_labels,
+                                              SegmentationMetrics* metrics) {
+    const double l = loss_.forward(y, part_labels);
+    if constexpr (dense_output<Net>) {
+      return detail::dense_chunk_result(metrics, ConstBatchView<typename Net::output_shape, T>(y), part_labels, l,
+                                        loss_.denominator(), "Replica::evaluate");
+    } else if constexpr (std::is_same_v<T, float>) {
+      return std::pair{count_correct<Net>(y.data(), part_labels), l};
+    } else {
+      scores_.resize(y.size());
+      cpu::load_floats(cpu::active_isa(), y.data(), scores_.data(), y.size());
+      return std::pair{count_correct<Net>(scores_.data(), part_labels), l};
+    }
+  }
+
   /// The batch in the network's storage type (the float images converted for 16 bits).
   ConstBatchView<typename Net::input_shape, T> input(input_view x) {
     if constexpr (std::is_same_v<T, float>) {
@@ -194,10 +231,20 @@ class Replica {
   }
 
   using loss_type = default_loss_t<Net, T>;
+  using regression_type =
+      std::conditional_t<dense_output<Net>, ChosenRegressionLoss<T, typename Net::output_shape>, std::monostate>;
+  static regression_type make_regression(const RegressionOptions& o) {
+    if constexpr (dense_output<Net>)
+      return regression_type(o);
+    else
+      return {};
+  }
+
   CpuContext ctx_;
   Executor<Net, T, Cpu> exec_;
   grads_type grads_;
   loss_type loss_;
+  regression_type regression_;
   HostBuffer<T> input_;      // 16-bit storage: the converted batch
   HostBuffer<float> scores_; // 16-bit storage: evaluation scores in float
   std::size_t eval_limit_;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -39,9 +40,12 @@ inline ShardNorm shard_norm(std::size_t count, std::size_t n, double total) {
 /// A per-pixel loss (PixelCrossEntropyLoss) always has one: the mean is over the step's counted
 /// pixels (not ignore_index), however many of them each shard holds, so every shard divides by
 /// the weight total of the whole step's (0 when every pixel is ignored: each shard's loss is 0).
-template <std::size_t Classes, class Loss, class Collectives>
-double step_weight_total(const Loss& loss, std::span<const std::int32_t> labels, Collectives& collectives) {
-  if constexpr (requires { loss.ignore_index(); }) {
+/// Float targets (a dense network's regression) weigh by count: every sample has as many.
+template <std::size_t Classes, class Loss, class Collectives, class L>
+double step_weight_total(const Loss& loss, std::span<const L> labels, Collectives& collectives) {
+  if constexpr (std::is_same_v<L, float>) {
+    return 0.0;
+  } else if constexpr (requires { loss.ignore_index(); }) {
     std::vector<double> counts(Classes, 0.0);
     loss.count_classes(labels, counts);
     collectives.sum(counts, "the class counts of the step's pixels");
@@ -63,11 +67,11 @@ double step_weight_total(const Loss& loss, std::span<const std::int32_t> labels,
 }
 
 /// Copies samples first, first + stride, ... (count of them) of a batch into `x` and `labels`
-/// (`PerSample` labels each: one, or a dense network's H * W): deterministic mode's chunk j of a
-/// batch is its samples j, j + chunks, j + 2 * chunks, ...
-template <class Shape, std::size_t PerSample = 1>
-std::size_t gather_strided(const float* x, std::span<const std::int32_t> labels, std::size_t first, std::size_t stride,
-                           HostBuffer<float>& out_x, std::vector<std::int32_t>& out_labels) {
+/// (`PerSample` labels each: one, a dense network's H * W, or its regression targets): deterministic
+/// mode's chunk j of a batch is its samples j, j + chunks, j + 2 * chunks, ...
+template <class Shape, std::size_t PerSample = 1, class L = std::int32_t>
+std::size_t gather_strided(const float* x, std::span<const L> labels, std::size_t first, std::size_t stride,
+                           HostBuffer<float>& out_x, std::vector<L>& out_labels) {
   const std::size_t samples = labels.size() / PerSample;
   const std::size_t n = samples > first ? (samples - first + stride - 1) / stride : 0;
   if (out_x.size() < n * Shape::size) out_x.resize(n * Shape::size);

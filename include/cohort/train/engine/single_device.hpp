@@ -25,9 +25,15 @@ class TrainEngine<SingleDevice<Cpu>, Precision, Net, Opt>
 
   TrainEngine(Opt opt, const EngineOptions& o)
       : seed_(o.seed), master_(initialized_parameters<params_type>(o.seed)), prec_(master_, o.loss_scale),
-        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk, o.ignore_index), opt_(std::move(opt)) {}
+        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk, o.ignore_index, o.regression),
+        opt_(std::move(opt)) {}
 
-  double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
+  /// `labels`: class labels or masks (int32), or a dense network's float regression targets (one
+  /// per output element).
+  double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) { return step_on(x, labels, m); }
+  double step(input_view x, std::span<const float> targets, const MicroStep& m) { return step_on(x, targets, m); }
+  template <TargetElement L>
+  double step_on(input_view x, std::span<const L> labels, const MicroStep& m) {
     const StepInfo info = train_step_info(seed_, m);
     // Each micro-batch contributes its mean gradient / count: the step sees their average.
     auto& g = replica_.gradients();
@@ -44,6 +50,13 @@ class TrainEngine<SingleDevice<Cpu>, Precision, Net, Opt>
   /// predictions added to `metrics`).
   std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels,
                                           SegmentationMetrics* metrics = nullptr) {
+    return evaluate_on(x, labels, metrics);
+  }
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const float> targets) {
+    return evaluate_on(x, targets, nullptr);
+  }
+  template <TargetElement L>
+  std::pair<std::size_t, double> evaluate_on(input_view x, std::span<const L> labels, SegmentationMetrics* metrics) {
     return replica_.evaluate(prec_.compute(), x, labels, seed_, prec_.master_values(), metrics);
   }
 

@@ -51,7 +51,6 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
   using replica_type = Replica<Net, compute_type>;
   using input_view = ConstBatchView<typename Net::input_shape, float>;
   static constexpr std::size_t in_size = Net::input_shape::size;
-  static constexpr std::size_t per = labels_per_sample<Net>; // labels per sample
 
   TrainEngine(Opt opt, const EngineOptions& o)
       : o_(o.parallel), seed_(o.seed), n_(count(o.parallel)), team_(n_),
@@ -61,7 +60,8 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
     const std::size_t threads = std::max<std::size_t>(o_.threads_per_replica, 1);
     for (std::size_t r = 0; r < n_; ++r) {
       pools_.push_back(std::make_unique<ThreadPool>(threads));
-      replicas_.push_back(std::make_unique<replica_type>(*pools_[r], o.loss, o.frozen, o.eval_chunk, o.ignore_index));
+      replicas_.push_back(
+          std::make_unique<replica_type>(*pools_[r], o.loss, o.frozen, o.eval_chunk, o.ignore_index, o.regression));
     }
     if (o_.deterministic) {
       chunk_grads_.resize(o_.deterministic_chunks);
@@ -70,7 +70,12 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
     opt_.set_threads(&team_); // the optimiser's element-wise pass runs on the replicas' threads
   }
 
-  double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
+  /// `labels`: class labels or masks (int32), or a dense network's float regression targets (one
+  /// per output element).
+  double step(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) { return step_on(x, labels, m); }
+  double step(input_view x, std::span<const float> targets, const MicroStep& m) { return step_on(x, targets, m); }
+  template <TargetElement L>
+  double step_on(input_view x, std::span<const L> labels, const MicroStep& m) {
     return o_.deterministic ? step_chunks(x, labels, m) : step_shards(x, labels, m);
   }
 
@@ -78,6 +83,14 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
   /// dense network's each into its own copy of `metrics`, merged in replica order).
   std::pair<std::size_t, double> evaluate(input_view x, std::span<const std::int32_t> labels,
                                           SegmentationMetrics* metrics = nullptr) {
+    return evaluate_on(x, labels, metrics);
+  }
+  std::pair<std::size_t, double> evaluate(input_view x, std::span<const float> targets) {
+    return evaluate_on(x, targets, nullptr);
+  }
+  template <TargetElement L>
+  std::pair<std::size_t, double> evaluate_on(input_view x, std::span<const L> labels, SegmentationMetrics* metrics) {
+    constexpr std::size_t per = targets_per_sample<Net, L>;
     std::vector<std::pair<std::size_t, double>> part(n_);
     std::vector<SegmentationMetrics> part_metrics;
     if (metrics) part_metrics.assign(n_, SegmentationMetrics(metrics->classes(), metrics->ignore_index()));
@@ -111,7 +124,9 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
     return contiguous_shard(n, n_, r);
   }
 
-  double step_shards(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
+  template <TargetElement L>
+  double step_shards(input_view x, std::span<const L> labels, const MicroStep& m) {
+    constexpr std::size_t per = targets_per_sample<Net, L>;
     const std::size_t n = labels.size() / per;
     const double weights = step_weight_total<classes_of<Net>>(replicas_[0]->loss(), labels, *this);
     std::vector<double> loss(n_, 0.0);
@@ -141,7 +156,9 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
     return total;
   }
 
-  double step_chunks(input_view x, std::span<const std::int32_t> labels, const MicroStep& m) {
+  template <TargetElement L>
+  double step_chunks(input_view x, std::span<const L> labels, const MicroStep& m) {
+    constexpr std::size_t per = targets_per_sample<Net, L>;
     const std::size_t n = labels.size() / per, chunks = o_.deterministic_chunks;
     const double weights = step_weight_total<classes_of<Net>>(replicas_[0]->loss(), labels, *this);
     std::vector<double> loss(chunks, 0.0);
@@ -149,16 +166,17 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
       for (std::size_t r = lo; r < hi; ++r)
         for (std::size_t j = r; j < chunks; j += n_) { // replica r takes chunks r, r + n, ...
           replica_type& rep = *replicas_[r];
-          const std::size_t count = gather_strided<typename Net::input_shape, per>(x.data(), labels, j, chunks,
-                                                                                   rep.chunk_x, rep.chunk_labels);
+          auto& chunk_labels = rep.template chunk_targets_of<L>();
+          const std::size_t count =
+              gather_strided<typename Net::input_shape, per>(x.data(), labels, j, chunks, rep.chunk_x, chunk_labels);
           grads_type& g = *chunk_grads_[j];
           if (count == 0) {
             if (m.index == 0) g.values.fill(0.f);
             continue;
           }
           const ShardNorm s = shard_norm(count, n, weights);
-          loss[j] = s.share * rep.train(prec_.compute(), g, {rep.chunk_x.data(), count}, rep.chunk_labels,
-                                        train_step_info(seed_, m, j, chunks, j == 0),
+          loss[j] = s.share * rep.train(prec_.compute(), g, {rep.chunk_x.data(), count},
+                                        std::span<const L>(chunk_labels), train_step_info(seed_, m, j, chunks, j == 0),
                                         prec_.loss_factor() * s.share / double(m.count), m.index > 0, NoHook{},
                                         prec_.master_values(), s.denominator);
         }
