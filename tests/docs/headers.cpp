@@ -43,6 +43,7 @@
 #if defined(COHORT_WITH_IMAGE) // the image component (cohort::image): libpng, libjpeg
 #include <cohort/data/image_decode.hpp>
 #include <cohort/data/image_folder.hpp>
+#include <cohort/data/image_pair_folder.hpp>
 #include <cohort/data/mask_folder.hpp>
 #endif
 
@@ -574,6 +575,14 @@ static_assert(Net::parameter_count == 27'210);
   auto train = cohort::read_mask_folders<cohort::Shape<3, 64, 64>>(
       "data/images", "data/masks", /*classes=*/21, norm, /*ignore_index=*/255);
   //! [data/mask_folder]
+  (void)train;
+}
+
+[[maybe_unused]] void example_data_image_pair_folder(const Normalization& norm) {
+  //! [data/image_pair_folder]
+  auto train = cohort::read_image_pair_folders<cohort::Shape<1, 28, 28>>(
+      "data/noisy", "data/clean", norm, /*target_norm=*/{});   // targets in [0, 1]
+  //! [data/image_pair_folder]
   (void)train;
 }
 

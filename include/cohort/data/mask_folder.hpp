@@ -31,6 +31,7 @@
 #include "cohort/core/error.hpp"
 #include "cohort/core/shape.hpp"
 #include "cohort/data/dense_dataset.hpp"
+#include "cohort/data/detail/paired_folders.hpp"
 #include "cohort/data/image_decode.hpp"
 #include "cohort/data/image_transforms.hpp"
 #include "cohort/tensor/buffer.hpp"
@@ -87,11 +88,6 @@ inline std::vector<std::uint8_t> decode_mask_png(std::span<const std::uint8_t> b
   return indices; // one byte per pixel: row_bytes == width
 }
 
-inline bool is_image_file(const std::filesystem::path& p) {
-  const std::string ext = lower_extension(p.string());
-  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
-}
-
 } // namespace detail
 
 /// Reads the pairs of `images_dir` and `masks_dir` (see the top of this file) into a
@@ -106,26 +102,14 @@ MaskDataset<InputShape> read_mask_folders(const std::filesystem::path& images_di
   static_assert(InputShape::rank == 3 && (InputShape::extents[0] == 1 || InputShape::extents[0] == 3),
                 "read_mask_folders: the images are decoded as gray (Shape<1, H, W>) or RGB (Shape<3, H, W>)");
   constexpr std::size_t C = InputShape::extents[0], H = InputShape::extents[1], W = InputShape::extents[2];
-  for (const auto* dir : {&images_dir, &masks_dir}) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(*dir, ec))
-      throw IoError(detail::concat(dir->string(), ": not a directory (read_mask_folders needs an images folder and a "
-                                                  "masks folder)"));
-  }
-  std::vector<std::filesystem::path> images;
-  for (const auto& e : std::filesystem::directory_iterator(images_dir))
-    if (e.is_regular_file() && detail::is_image_file(e.path())) images.push_back(e.path());
-  std::sort(images.begin(), images.end()); // byte order of the names, as Python's sorted()
-  if (images.empty()) throw IoError(detail::concat(images_dir.string(), ": no .png, .jpg or .jpeg images"));
+  detail::check_pair_folders(images_dir, masks_dir, "read_mask_folders", "masks");
+  const std::vector<std::filesystem::path> images = detail::sorted_image_files(images_dir);
   HostBuffer<float> pixels(images.size() * InputShape::size);
   HostBuffer<std::int32_t> masks(images.size() * H * W);
   std::vector<std::uint8_t> bytes;
   for (std::size_t n = 0; n < images.size(); ++n) {
     const std::filesystem::path& image = images[n];
-    const std::filesystem::path mask = masks_dir / (image.stem().string() + ".png");
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(mask, ec))
-      throw IoError(detail::concat(image.string(), ": no mask ", mask.string()));
+    const std::filesystem::path mask = detail::partner_of(image, masks_dir, {".png"}, "mask");
     read_file_into(image, bytes);
     const Image8 img = decode_image(bytes, C, image.string());
     if (img.height != H || img.width != W)
