@@ -91,3 +91,30 @@ TEST_CASE("read_image_pair_folders: a missing, doubled, mis-sized or broken targ
   CHECK_THROWS_WITH_AS(read_image_pair_folders<S>(x, y, {}),
                        doctest::Contains("b.png: the image is 5x4 (H x W), expected 1x4x4"), ShapeError);
 }
+
+TEST_CASE("read_image_pair_folders: a partner's extension matches in any case, its stem exactly") {
+  test::TempDir dir("cohort_test_pair_folder_");
+  const fs::path x = dir.path / "x", y = dir.path / "y";
+  using S = Shape<1, 4, 4>;
+  test::write_png(x / "a.png", 4, 4, 1, pair_pattern(16, 0));
+  test::write_png(x / "B.PNG", 4, 4, 1, pair_pattern(16, 1));
+  test::write_png(y / "a.PNG", 4, 4, 1, pair_pattern(16, 2));
+  test::write_png(y / "B.Png", 4, 4, 1, pair_pattern(16, 3));
+  test::write_png(y / "b.png", 4, 4, 1, pair_pattern(16, 4)); // another stem: never B.PNG's partner
+  const auto d = read_image_pair_folders<S>(x, y, {});
+  REQUIRE(d.size() == 2); // "B.PNG" sorts before "a.png", as Python's sorted() puts them
+  const auto table = Normalization{}.table();
+  const auto b_target = pair_pattern(16, 3), a_target = pair_pattern(16, 2);
+  for (std::size_t p = 0; p < 16; ++p) {
+    CHECK(d.target(0)[p] == table[b_target[p]]);
+    CHECK(d.target(1)[p] == table[a_target[p]]);
+  }
+  std::ofstream(y / "a.JPG") << "not a jpeg";
+  const std::string two = "two targets of its name, " + (y / "a.JPG").string() + " and " + (y / "a.PNG").string();
+  CHECK_THROWS_WITH_AS(read_image_pair_folders<S>(x, y, {}), doctest::Contains(two.c_str()), IoError);
+  fs::remove(y / "a.JPG");
+  fs::remove(y / "a.PNG");
+  const std::string none =
+      "a.png: no target " + (y / "a").string() + " with extension .png | .jpg | .jpeg (in any case)";
+  CHECK_THROWS_WITH_AS(read_image_pair_folders<S>(x, y, {}), doctest::Contains(none.c_str()), IoError);
+}

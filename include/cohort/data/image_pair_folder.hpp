@@ -66,10 +66,10 @@ read_image_pair_folders(const std::filesystem::path& images_dir, const std::file
   const std::vector<std::filesystem::path> images = detail::sorted_image_files(images_dir);
   HostBuffer<float> pixels(images.size() * InputShape::size);
   HostBuffer<float> targets(images.size() * TargetShape::size);
+  const detail::PartnerIndex target_of(targets_dir, {".png", ".jpg", ".jpeg"}, "target");
   std::vector<std::uint8_t> bytes;
   for (std::size_t n = 0; n < images.size(); ++n) {
-    const std::filesystem::path target =
-        detail::partner_of(images[n], targets_dir, {".png", ".jpg", ".jpeg"}, "target");
+    const std::filesystem::path& target = target_of(images[n]);
     detail::read_pair_side<InputShape>(images[n], bytes, norm,
                                        pixels.span().subspan(n * InputShape::size, InputShape::size), "image");
     detail::read_pair_side<TargetShape>(target, bytes, target_norm,

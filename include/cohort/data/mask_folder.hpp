@@ -106,10 +106,11 @@ MaskDataset<InputShape> read_mask_folders(const std::filesystem::path& images_di
   const std::vector<std::filesystem::path> images = detail::sorted_image_files(images_dir);
   HostBuffer<float> pixels(images.size() * InputShape::size);
   HostBuffer<std::int32_t> masks(images.size() * H * W);
+  const detail::PartnerIndex mask_of(masks_dir, {".png"}, "mask");
   std::vector<std::uint8_t> bytes;
   for (std::size_t n = 0; n < images.size(); ++n) {
     const std::filesystem::path& image = images[n];
-    const std::filesystem::path mask = detail::partner_of(image, masks_dir, {".png"}, "mask");
+    const std::filesystem::path& mask = mask_of(image);
     read_file_into(image, bytes);
     const Image8 img = decode_image(bytes, C, image.string());
     if (img.height != H || img.width != W)

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <initializer_list>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -45,23 +46,50 @@ inline std::vector<std::filesystem::path> sorted_image_files(const std::filesyst
   return images;
 }
 
-/// The file of `image`'s stem in `dir` with one of `extensions`: exactly one must exist (IoError
-/// naming the image and the candidates otherwise, so that a.png beside a.jpg is never a silent pick).
-inline std::filesystem::path partner_of(const std::filesystem::path& image, const std::filesystem::path& dir,
-                                        std::initializer_list<std::string_view> extensions, std::string_view what) {
-  std::vector<std::filesystem::path> found;
-  std::string tried;
-  for (const std::string_view ext : extensions) {
-    std::filesystem::path candidate = dir / (image.stem().string() + std::string(ext));
-    tried += (tried.empty() ? "" : " | ") + candidate.string();
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(candidate, ec)) found.push_back(std::move(candidate));
+/// The partner files of one folder, listed once: for each stem, the regular files of that stem
+/// whose extension is one of `extensions` in any case (a.PNG is a.png's partner, as an image
+/// folder takes A.PNG as an image). Exactly one partner must exist for each image (IoError naming
+/// the image and the candidates otherwise, so that a.png beside a.jpg is never a silent pick).
+class PartnerIndex {
+ public:
+  PartnerIndex(const std::filesystem::path& dir, std::initializer_list<std::string_view> extensions,
+               std::string_view what)
+      : dir_(dir), what_(what) {
+    for (const std::string_view ext : extensions) extensions_ += (extensions_.empty() ? "" : " | ") + std::string(ext);
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (!e.is_regular_file()) continue;
+      const std::string ext = lower_extension(e.path().native());
+      if (std::find(extensions.begin(), extensions.end(), std::string_view(ext)) == extensions.end()) continue;
+      files_.push_back({e.path().stem().native(), e.path()});
+    }
+    // By stem, then by name, so that the "two partners" message is the same on every file system.
+    std::sort(files_.begin(), files_.end(),
+              [](const Entry& a, const Entry& b) { return a.stem != b.stem ? a.stem < b.stem : a.path < b.path; });
   }
-  if (found.empty()) throw IoError(concat(image.string(), ": no ", what, " ", tried));
-  if (found.size() > 1)
-    throw IoError(concat(image.string(), ": two ", what, "s of its name, ", found[0].string(), " and ",
-                         found[1].string(), " (keep one)"));
-  return found[0];
-}
+
+  const std::filesystem::path& operator()(const std::filesystem::path& image) const {
+    const std::string stem = image.stem().native();
+    const auto first = std::lower_bound(files_.begin(), files_.end(), stem,
+                                        [](const Entry& e, const std::string& s) { return e.stem < s; });
+    if (first == files_.end() || first->stem != stem)
+      throw IoError(concat(image.string(), ": no ", what_, " ", (dir_ / stem).string(), " with extension ", extensions_,
+                           " (in any case)"));
+    const auto second = std::next(first);
+    if (second != files_.end() && second->stem == stem)
+      throw IoError(concat(image.string(), ": two ", what_, "s of its name, ", first->path.string(), " and ",
+                           second->path.string(), " (keep one)"));
+    return first->path;
+  }
+
+ private:
+  struct Entry {
+    std::string stem;
+    std::filesystem::path path;
+  };
+  std::filesystem::path dir_;
+  std::string what_;
+  std::string extensions_;
+  std::vector<Entry> files_;
+};
 
 } // namespace cohort::detail
