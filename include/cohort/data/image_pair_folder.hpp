@@ -12,10 +12,10 @@
 /// Both sides are decoded as PIL's `convert("L" | "RGB")` decodes them (gray for a Shape<1, H, W>
 /// side, RGB for Shape<3, H, W>; the two sides may differ) and normalised, each with its own
 /// Normalization: as `(ToTensor()(img) - mean) / std`. Pairs are the image files sorted by name
-/// (byte order), each with the one target file of the same stem; a missing target, or two
-/// (a.png and a.jpg), is an IoError naming the files; targets without an image are not read.
-/// No resize: both must already be the shapes' H x W (a ShapeError naming the file otherwise).
-/// Every file is decoded when the folders are read, so every error comes before any step.
+/// (byte order), each with the one target file of the same stem (.png, .jpg or .jpeg in any case); a missing target, or
+/// two (a.png and a.jpg), is an IoError naming the files; targets without an image are not read. No resize: both must
+/// already be the shapes' H x W (a ShapeError naming the file otherwise). Every file is decoded when the folders are
+/// read, so every error comes before any step.
 
 #include <cstddef>
 #include <cstdint>

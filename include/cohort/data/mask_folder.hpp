@@ -16,7 +16,7 @@
 /// mask (RGB, alpha, 16 bits, gray below 8 bits) is a FormatError naming the file: colour-coded
 /// masks need a colour-to-class table first. The images must already be the network's H x W (no
 /// resize: a mask cannot be resized by the image's interpolation) and each mask its image's size.
-/// Pairs are the image files sorted by name (byte order), each with the mask of the same stem;
+/// Pairs are the image files sorted by name (byte order), each with the mask of the same stem (.png in any case);
 /// a missing mask is an IoError naming both paths, masks without an image are not read. Every
 /// file is decoded when the folders are read, so every error comes before any step.
 
