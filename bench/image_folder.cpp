@@ -5,7 +5,7 @@
 //   cohort_image_folder train --root /tmp/fmnist_png/train --model resnet20 --source memory
 //   cohort_image_folder decode --root /tmp/jpeg224 --workers 1 --images 512
 //
-// train: a Trainer (the model's seed optimiser, batch 128, 2 CPU threads) on the first --samples
+// train: a Trainer (the model's seed optimiser, batch 128, --threads CPU threads, 2 by default) on the first --samples
 // images of the folder, read through ImageFolder (decoded by --workers threads on the prefetch
 // thread while the step runs) or, with --source memory, the same pixels decoded once beforehand
 // (ImageFolder::to_memory). One untimed epoch over those samples, then --repeats timed epochs;
@@ -53,10 +53,11 @@ struct FirstN {
 
 bool prefetch = true;             // --no-prefetch: gather (and decode) on the training thread, between steps
 std::size_t prefetch_batches = 2; // --prefetch-batches: TrainerOptions::prefetch_batches
+std::size_t compute_threads = 2;  // --threads: TrainerOptions::threads (1 leaves a core to the decoding)
 
 template <class Net, class Opt, class Data>
 std::vector<double> epoch_seconds(const Data& data, Opt opt, std::size_t repeats) {
-  TrainerOptions o{.batch_size = 128, .threads = 2, .seed = 1, .log = nullptr, .prefetch = prefetch};
+  TrainerOptions o{.batch_size = 128, .threads = compute_threads, .seed = 1, .log = nullptr, .prefetch = prefetch};
   o.prefetch_batches = prefetch_batches;
   Trainer<Net, Opt> t(std::move(opt), o);
   std::vector<double> s;
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
   train->add_flag("--no-prefetch", no_prefetch, "TrainerOptions::prefetch = false");
   train->add_flag("--cache", cache, "ImageFolderOptions::cache: decode each file once");
   train->add_option("--prefetch-batches", prefetch_batches, "TrainerOptions::prefetch_batches");
+  train->add_option("--threads", compute_threads, "TrainerOptions::threads (the step's compute threads)");
   auto* decode = app.add_subcommand("decode", "decode + RandomResizedCrop(224) rate of a JPEG folder");
   decode->add_option("--root", root)->required();
   decode->add_option("--workers", workers);
