@@ -118,9 +118,9 @@ int main(int argc, char** argv) {
     }
     const double steps = double((samples + 127) / 128);
     std::printf("{\"bench\": \"image_folder_train\", \"model\": \"%s\", \"source\": \"%s\", \"workers\": %zu, "
-                "\"prefetch_batches\": %zu, \"samples\": %zu, \"step_ms\": %.3f, \"epoch_s\": [",
+                "\"threads\": %zu, \"prefetch_batches\": %zu, \"samples\": %zu, \"step_ms\": %.3f, \"epoch_s\": [",
                 model.c_str(), (source + (cache ? "-cached" : "") + (no_prefetch ? "-serial" : "")).c_str(), workers,
-                no_prefetch ? 0 : prefetch_batches, samples, 1e3 * median(s) / steps);
+                compute_threads, no_prefetch ? 0 : prefetch_batches, samples, 1e3 * median(s) / steps);
     for (std::size_t i = 0; i < s.size(); ++i) std::printf("%s%.4f", i ? ", " : "", s[i]);
     std::printf("], \"peak_rss_mib\": %.1f}\n", bench::peak_rss_mib());
     return 0;
