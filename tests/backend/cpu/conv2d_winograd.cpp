@@ -160,6 +160,10 @@ TEST_CASE("Winograd F(2x2): forward, dX, dW and db match the double im2col path 
   check_algorithm<Conv2dGeometry<16, 40, 10, 12, 3, 1, 0>>(f2, 3, true, 1e-6); // no padding
   check_algorithm<Conv2dGeometry<17, 33, 6, 6, 3, 1, 2>>(f2, 4, false, 1e-6);  // padding 2 (dX: none)
   check_algorithm<Conv2dGeometry<64, 96, 7, 7, 3, 1, 1>>(f2, 37, false, 1e-6); // model D's shape, scaled; odd batch
+  // 48 channels: three-vector panels (AVX-512) in the forward, dX and dW products (FastResNet's
+  // second stage); 96 <- 48: two-vector panels forward, three in dW.
+  check_algorithm<Conv2dGeometry<48, 48, 14, 14, 3, 1, 1>>(f2, 3, true, 1e-6);
+  check_algorithm<Conv2dGeometry<48, 96, 7, 7, 3, 1, 1>>(f2, 5, false, 1e-6);
   // 5x5 (model B's second layer): dW through F(5x5, 2x2) measured 1.1e-5, 17x the direct
   // kernel's: bound 2e-5, and never the default.
   check_algorithm<Conv2dGeometry<16, 32, 14, 14, 5, 1, 2>>(f2, 3, true, 2e-5);

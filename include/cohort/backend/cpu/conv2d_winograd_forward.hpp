@@ -113,15 +113,16 @@ template <int W, class P>
 COHORT_ALWAYS_INLINE void multiply(const float* __restrict v, const float* __restrict u, float* __restrict m,
                                    std::size_t rows) {
   using S = detail::GemmShape<W>;
-  constexpr std::size_t panels = P::cout / S::nr;
+  constexpr int V = panel_vectors<W>(P::cout);
+  constexpr std::size_t nr = std::size_t(V) * W, panels = P::cout / nr;
   for (std::size_t pos = 0; pos < P::positions; ++pos) {
     const float* vp = v + pos * rows * P::cin;
     float* mp = m + pos * rows * P::cout;
     for (std::size_t p = 0; p < panels; ++p) {
-      const float* up = u + (pos * panels + p) * P::cin * S::nr;
+      const float* up = u + (pos * panels + p) * P::cin * nr;
       for (std::size_t t = 0; t < rows; t += S::mr)
-        detail::micro_kernel_for<W>(P::cin, vp + t * P::cin, P::cin, 1, up, mp + t * P::cout + p * S::nr, P::cout,
-                                    std::min(S::mr, rows - t), S::nr, 1.f, 0.f);
+        detail::micro_kernel_for<W, V>(P::cin, vp + t * P::cin, P::cin, 1, up, mp + t * P::cout + p * nr, P::cout,
+                                       std::min(S::mr, rows - t), nr, 1.f, 0.f);
     }
   }
 }

@@ -101,16 +101,35 @@ inline constexpr bool applicable =
     Gk::stride == 1 &&
     (Gk::kernel == 3 || Gk::kernel == 5) && Gk::padding < Gk::kernel&& Gk::in_channels >= 8 && Gk::out_channels >= 8;
 
+/// Channels padded with zeros to whole GEMM panels: to 32 (two AVX-512 vectors), except where
+/// padding to 16 gives a multiple of 48 and not of 32, which AVX-512 runs as panels of three vectors
+/// (gemm.hpp, micro_kernel3) and AVX2 and the baseline as panels of two: padded to 64, 48 channels
+/// (FastResNet's second stage) did a third more multiply-adds for nothing.
+constexpr std::size_t panel_channels(std::size_t n) noexcept {
+  const std::size_t n16 = direct::round_up(n, 16);
+  return n16 % 32 != 0 && n16 % 48 == 0 ? n16 : direct::round_up(n, 32);
+}
+
+/// Vectors in one GEMM panel of `channels` (a panel_channels value) at vector width W.
+template <int W>
+constexpr int panel_vectors(std::size_t channels) noexcept {
+  return W == 16 && channels % 32 != 0 ? 3 : 2;
+}
+
 /// The layout of one Winograd pass over the convolution Gk with output tiles of M x M.
+/// InAlign 16: input channels padded to whole vectors (the forward pass); 32: to whole GEMM
+/// panels (panel_channels, the dW pass, whose products run over input channels).
 template <class Gk, std::size_t M, std::size_t InAlign = 16>
 struct Plan {
   using Wide = direct::Wide<Gk>; // the layout pad() fills and unpad() reads
   static constexpr std::size_t m = M, r = Gk::kernel, alpha = M + r - 1, positions = alpha * alpha;
   static constexpr std::size_t tiles_h = (Gk::out_h + M - 1) / M, tiles_w = (Gk::out_w + M - 1) / M;
   static constexpr std::size_t tiles = tiles_h * tiles_w;
-  /// Channels padded with zeros: inputs to whole vectors, outputs to whole GEMM panels (32).
-  static constexpr std::size_t cin = direct::round_up(Gk::in_channels, InAlign);
-  static constexpr std::size_t cout = direct::round_up(Gk::out_channels, 32);
+  static_assert(InAlign == 16 || InAlign == 32, "winograd::Plan: InAlign is 16 (vectors) or 32 (panels)");
+  /// Channels padded with zeros: inputs to whole vectors (or panels), outputs to whole panels.
+  static constexpr std::size_t cin =
+      InAlign == 32 ? panel_channels(Gk::in_channels) : direct::round_up(Gk::in_channels, InAlign);
+  static constexpr std::size_t cout = panel_channels(Gk::out_channels);
   /// The channel-last padded input (rows x cols x cin) the tiles read, and the output
   /// (tiles_h*M x tiles_w*M x cout) they write.
   static constexpr std::size_t in_rows = tiles_h * M + r - 1, in_cols = tiles_w * M + r - 1;
@@ -120,12 +139,13 @@ struct Plan {
   static constexpr std::size_t valid_cols = Gk::in_w + 2 * Gk::padding;
   /// Samples per group: about 96 tiles, so one group's V and M stay in the outer caches.
   static constexpr std::size_t group = std::max<std::size_t>(1, (96 + tiles - 1) / tiles);
-  /// Transformed weights: positions x (cout / NR panels) x cin x NR, NR = 2 vectors.
+  /// Transformed weights: positions x (cout / NR panels) x cin x NR, NR = panel_vectors vectors.
   static constexpr std::size_t packed_size = positions * cin * cout;
 };
 
 /// U = G g G^T for every (output, input) channel pair of Gk, packed for the GEMM micro-kernel of
-/// vector width W: [position][panel of 2W output channels][input channel][2W], zeros for padded
+/// vector width W: [position][panel of NR output channels][input channel][NR] (NR =
+/// panel_vectors * W), zeros for padded
 /// channels. `w` holds the weights of G (out, in, K, K); with `transpose_rotate`, those of the dX
 /// convolution are used instead: W'[c][o][K-1-kh][K-1-kw]. One panel's lanes are transformed
 /// together and each position's 2W values written at once: written one pair at a time, the 36
@@ -134,8 +154,9 @@ template <class G, class Gk, std::size_t M, class T>
 void pack_weights(int width, const T* w, HostBuffer<float>& out, bool transpose_rotate) {
   using P = Plan<Gk, M>;
   using C = Coefficients<M, P::r>;
-  constexpr std::size_t R = P::r, A = P::alpha, taps = R * R, max_nr = 32;
-  const std::size_t nr = 2 * std::size_t(width), panels = P::cout / nr;
+  constexpr std::size_t R = P::r, A = P::alpha, taps = R * R, max_nr = 48;
+  const int vectors = width == 16 ? panel_vectors<16>(P::cout) : 2;
+  const std::size_t nr = std::size_t(vectors) * std::size_t(width), panels = P::cout / nr;
   if (out.size() != P::packed_size) out.resize(P::packed_size);
   for (std::size_t panel = 0; panel < panels; ++panel)
     for (std::size_t c = 0; c < P::cin; ++c) {

@@ -98,7 +98,7 @@ template <int W, class G, std::size_t M>
 COHORT_ALWAYS_INLINE void grad_sample(const float* xt, const float* dyt, float* xh, float* xp, float* dh,
                                       std::size_t t0, std::size_t rows) {
   using P = GradPlan<G, M>;
-  constexpr std::size_t nr = 2 * W, panels = P::cin / nr;
+  constexpr std::size_t nr = std::size_t(panel_vectors<W>(P::cin)) * W, panels = P::cin / nr;
   to_channels_last<typename P::Base>(xt, xh);
   input_tiles<W, typename P::Base, typename P::C>(xh, xp, t0, {panels * rows * nr, rows * nr, nr, nr});
   dy_tiles<W, P>(dyt, dh, t0, rows);
@@ -111,14 +111,15 @@ COHORT_ALWAYS_INLINE void grad_multiply(const float* xp, const float* dh, float*
                                         std::size_t pos0, std::size_t pos1, bool first) {
   using P = GradPlan<G, M>;
   using S = detail::GemmShape<W>;
-  constexpr std::size_t panels = P::cin / S::nr, K = P::dy_channels, cout = G::out_channels;
+  constexpr int V = panel_vectors<W>(P::cin);
+  constexpr std::size_t nr = std::size_t(V) * W, panels = P::cin / nr, K = P::dy_channels, cout = G::out_channels;
   for (std::size_t pos = pos0; pos < pos1; ++pos)
     for (std::size_t p = 0; p < panels; ++p) {
-      const float* bp = xp + (pos * panels + p) * rows * S::nr;
+      const float* bp = xp + (pos * panels + p) * rows * nr;
       for (std::size_t k0 = 0; k0 < cout; k0 += S::mr)
-        detail::micro_kernel_for<W>(rows, dh + pos * rows * K + k0, 1, K, bp,
-                                    acc + (pos * cout + k0) * P::cin + p * S::nr, P::cin, std::min(S::mr, cout - k0),
-                                    S::nr, 1.f, first ? 0.f : 1.f);
+        detail::micro_kernel_for<W, V>(rows, dh + pos * rows * K + k0, 1, K, bp,
+                                       acc + (pos * cout + k0) * P::cin + p * nr, P::cin, std::min(S::mr, cout - k0),
+                                       nr, 1.f, first ? 0.f : 1.f);
     }
 }
 

@@ -129,6 +129,63 @@ COHORT_ALWAYS_INLINE void micro_kernel(std::size_t kc, const float* __restrict a
   }
 }
 
+/// micro_kernel with panels of three vectors (8 x 48 on AVX-512: 24 accumulators, 3 B vectors
+/// and the broadcast in 28 of the 32 registers), for the Winograd products whose channels are a
+/// multiple of 48 and not of 32 (conv2d_winograd_transform.hpp, panel_channels): padded to two-vector
+/// panels, 48 channels did a third more multiply-adds. Its own accumulators, not micro_kernel's
+/// with a vector count: arrays indexed by two loop variables spilled under GCC 12.
+template <int W>
+COHORT_ALWAYS_INLINE void micro_kernel3(std::size_t kc, const float* __restrict a, std::size_t row_stride,
+                                        std::size_t k_stride, const float* __restrict bp, float* __restrict c,
+                                        std::size_t ldc, std::size_t rows, std::size_t cols, float alpha,
+                                        float beta) {
+  constexpr std::size_t MR = GemmShape<W>::mr, NR = 3 * std::size_t(W);
+  const float* arow[MR];
+  for (std::size_t r = 0; r < MR; ++r) arow[r] = a + std::min(r, rows - 1) * row_stride;
+  vec<W> acc0[MR], acc1[MR], acc2[MR];
+  for (std::size_t r = 0; r < MR; ++r) acc0[r] = acc1[r] = acc2[r] = vec<W>{};
+  for (std::size_t k = 0; k < kc; ++k) {
+    const vec<W> b0 = load<W>(bp + k * NR), b1 = load<W>(bp + k * NR + W), b2 = load<W>(bp + k * NR + 2 * W);
+    const std::size_t ak = k * k_stride;
+#pragma GCC unroll 12
+    for (std::size_t r = 0; r < MR; ++r) {
+      const vec<W> av = broadcast<W>(arow[r][ak]);
+      acc0[r] += av * b0;
+      acc1[r] += av * b1;
+      acc2[r] += av * b2;
+    }
+  }
+  if (rows == MR && cols == NR) {
+    for (std::size_t r = 0; r < MR; ++r) {
+      float* crow = c + r * ldc;
+      vec<W> v0 = acc0[r] * alpha, v1 = acc1[r] * alpha, v2 = acc2[r] * alpha;
+      if (beta != 0.f) {
+        v0 += load<W>(crow) * beta;
+        v1 += load<W>(crow + W) * beta;
+        v2 += load<W>(crow + 2 * W) * beta;
+      }
+      store<W>(crow, v0);
+      store<W>(crow + W, v1);
+      store<W>(crow + 2 * W, v2);
+    }
+    return;
+  }
+  float tile[MR * NR];
+  for (std::size_t r = 0; r < MR; ++r) {
+    store<W>(tile + r * NR, acc0[r]);
+    store<W>(tile + r * NR + W, acc1[r]);
+    store<W>(tile + r * NR + 2 * W, acc2[r]);
+  }
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* crow = c + r * ldc;
+    const float* out = tile + r * NR;
+    if (beta == 0.f)
+      for (std::size_t j = 0; j < cols; ++j) crow[j] = alpha * out[j];
+    else
+      for (std::size_t j = 0; j < cols; ++j) crow[j] = alpha * out[j] + beta * crow[j];
+  }
+}
+
 // The micro-kernel is its own (not inlined) function per instruction set: register allocation
 // over the whole blocked product spilled the B vectors to the stack.
 #define COHORT_GEMM_MICRO(SUFFIX, TARGET, WIDTH)                                                                       \
@@ -141,12 +198,21 @@ COHORT_GEMM_MICRO(avx512, COHORT_TARGET_AVX512, 16)
 COHORT_GEMM_MICRO(avx2, COHORT_TARGET_AVX2, 8)
 COHORT_GEMM_MICRO(generic, , 4)
 #undef COHORT_GEMM_MICRO
+COHORT_TARGET_AVX512 __attribute__((noinline)) inline void micro_kernel3_avx512(
+    std::size_t kc, const float* a, std::size_t rs, std::size_t ks, const float* bp, float* c, std::size_t ldc,
+    std::size_t rows, std::size_t cols, float alpha, float beta) {
+  micro_kernel3<16>(kc, a, rs, ks, bp, c, ldc, rows, cols, alpha, beta);
+}
 
-template <int W>
+/// The micro-kernel of width W with panels of `Vectors` vectors (2; 3 on AVX-512 only).
+template <int W, int Vectors = 2>
 COHORT_ALWAYS_INLINE void micro_kernel_for(std::size_t kc, const float* a, std::size_t rs, std::size_t ks,
                                            const float* bp, float* c, std::size_t ldc, std::size_t rows,
                                            std::size_t cols, float alpha, float beta) {
-  if constexpr (W == 16)
+  static_assert(Vectors == 2 || (Vectors == 3 && W == 16), "micro_kernel_for: 3-vector panels are AVX-512's only");
+  if constexpr (Vectors == 3)
+    micro_kernel3_avx512(kc, a, rs, ks, bp, c, ldc, rows, cols, alpha, beta);
+  else if constexpr (W == 16)
     micro_kernel_avx512(kc, a, rs, ks, bp, c, ldc, rows, cols, alpha, beta);
   else if constexpr (W == 8)
     micro_kernel_avx2(kc, a, rs, ks, bp, c, ldc, rows, cols, alpha, beta);
