@@ -137,8 +137,7 @@ COHORT_ALWAYS_INLINE void micro_kernel(std::size_t kc, const float* __restrict a
 template <int W>
 COHORT_ALWAYS_INLINE void micro_kernel3(std::size_t kc, const float* __restrict a, std::size_t row_stride,
                                         std::size_t k_stride, const float* __restrict bp, float* __restrict c,
-                                        std::size_t ldc, std::size_t rows, std::size_t cols, float alpha,
-                                        float beta) {
+                                        std::size_t ldc, std::size_t rows, std::size_t cols, float alpha, float beta) {
   constexpr std::size_t MR = GemmShape<W>::mr, NR = 3 * std::size_t(W);
   const float* arow[MR];
   for (std::size_t r = 0; r < MR; ++r) arow[r] = a + std::min(r, rows - 1) * row_stride;
@@ -198,9 +197,9 @@ COHORT_GEMM_MICRO(avx512, COHORT_TARGET_AVX512, 16)
 COHORT_GEMM_MICRO(avx2, COHORT_TARGET_AVX2, 8)
 COHORT_GEMM_MICRO(generic, , 4)
 #undef COHORT_GEMM_MICRO
-COHORT_TARGET_AVX512 __attribute__((noinline)) inline void micro_kernel3_avx512(
-    std::size_t kc, const float* a, std::size_t rs, std::size_t ks, const float* bp, float* c, std::size_t ldc,
-    std::size_t rows, std::size_t cols, float alpha, float beta) {
+COHORT_TARGET_AVX512 __attribute__((noinline)) inline void
+micro_kernel3_avx512(std::size_t kc, const float* a, std::size_t rs, std::size_t ks, const float* bp, float* c,
+                     std::size_t ldc, std::size_t rows, std::size_t cols, float alpha, float beta) {
   micro_kernel3<16>(kc, a, rs, ks, bp, c, ldc, rows, cols, alpha, beta);
 }
 
