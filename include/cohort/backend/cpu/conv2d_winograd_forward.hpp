@@ -113,7 +113,7 @@ template <int W, class P>
 COHORT_ALWAYS_INLINE void multiply(const float* __restrict v, const float* __restrict u, float* __restrict m,
                                    std::size_t rows) {
   using S = detail::GemmShape<W>;
-  constexpr int V = panel_vectors<W>(P::cout);
+  constexpr int V = panel_vectors(W, P::cout);
   constexpr std::size_t nr = std::size_t(V) * W, panels = P::cout / nr;
   for (std::size_t pos = 0; pos < P::positions; ++pos) {
     const float* vp = v + pos * rows * P::cin;

@@ -110,10 +110,9 @@ constexpr std::size_t panel_channels(std::size_t n) noexcept {
   return n16 % 32 != 0 && n16 % 48 == 0 ? n16 : direct::round_up(n, 32);
 }
 
-/// Vectors in one GEMM panel of `channels` (a panel_channels value) at vector width W.
-template <int W>
-constexpr int panel_vectors(std::size_t channels) noexcept {
-  return W == 16 && channels % 32 != 0 ? 3 : 2;
+/// Vectors in one GEMM panel of `channels` (a panel_channels value) at vector width `width`.
+constexpr int panel_vectors(int width, std::size_t channels) noexcept {
+  return width == 16 && channels % 32 != 0 ? 3 : 2;
 }
 
 /// The layout of one Winograd pass over the convolution Gk with output tiles of M x M.
@@ -148,15 +147,14 @@ struct Plan {
 /// panel_vectors * W), zeros for padded
 /// channels. `w` holds the weights of G (out, in, K, K); with `transpose_rotate`, those of the dX
 /// convolution are used instead: W'[c][o][K-1-kh][K-1-kw]. One panel's lanes are transformed
-/// together and each position's 2W values written at once: written one pair at a time, the 36
+/// together and each position's NR values written at once: written one pair at a time, the 36
 /// positions 512 KiB apart cost more than the arithmetic (model D's third layer).
 template <class G, class Gk, std::size_t M, class T>
 void pack_weights(int width, const T* w, HostBuffer<float>& out, bool transpose_rotate) {
   using P = Plan<Gk, M>;
   using C = Coefficients<M, P::r>;
   constexpr std::size_t R = P::r, A = P::alpha, taps = R * R, max_nr = 48;
-  const int vectors = width == 16 ? panel_vectors<16>(P::cout) : 2;
-  const std::size_t nr = std::size_t(vectors) * std::size_t(width), panels = P::cout / nr;
+  const std::size_t nr = std::size_t(panel_vectors(width, P::cout)) * std::size_t(width), panels = P::cout / nr;
   if (out.size() != P::packed_size) out.resize(P::packed_size);
   for (std::size_t panel = 0; panel < panels; ++panel)
     for (std::size_t c = 0; c < P::cin; ++c) {

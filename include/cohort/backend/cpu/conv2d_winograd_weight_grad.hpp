@@ -98,7 +98,7 @@ template <int W, class G, std::size_t M>
 COHORT_ALWAYS_INLINE void grad_sample(const float* xt, const float* dyt, float* xh, float* xp, float* dh,
                                       std::size_t t0, std::size_t rows) {
   using P = GradPlan<G, M>;
-  constexpr std::size_t nr = std::size_t(panel_vectors<W>(P::cin)) * W, panels = P::cin / nr;
+  constexpr std::size_t nr = std::size_t(panel_vectors(W, P::cin)) * W, panels = P::cin / nr;
   to_channels_last<typename P::Base>(xt, xh);
   input_tiles<W, typename P::Base, typename P::C>(xh, xp, t0, {panels * rows * nr, rows * nr, nr, nr});
   dy_tiles<W, P>(dyt, dh, t0, rows);
@@ -111,7 +111,7 @@ COHORT_ALWAYS_INLINE void grad_multiply(const float* xp, const float* dh, float*
                                         std::size_t pos0, std::size_t pos1, bool first) {
   using P = GradPlan<G, M>;
   using S = detail::GemmShape<W>;
-  constexpr int V = panel_vectors<W>(P::cin);
+  constexpr int V = panel_vectors(W, P::cin);
   constexpr std::size_t nr = std::size_t(V) * W, panels = P::cin / nr, K = P::dy_channels, cout = G::out_channels;
   for (std::size_t pos = pos0; pos < pos1; ++pos)
     for (std::size_t p = 0; p < panels; ++p) {

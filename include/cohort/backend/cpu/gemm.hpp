@@ -76,6 +76,21 @@ COHORT_ALWAYS_INLINE void pack_b(bool trans, const T* __restrict b, std::size_t 
   }
 }
 
+/// C[0:rows, 0:cols] = alpha * tile + beta * C, from a micro-kernel's accumulators stored as
+/// rows of NR floats: the partial tiles at a product's edges.
+template <std::size_t NR>
+COHORT_ALWAYS_INLINE void write_partial_tile(const float* tile, float* __restrict c, std::size_t ldc, std::size_t rows,
+                                             std::size_t cols, float alpha, float beta) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* crow = c + r * ldc;
+    const float* out = tile + r * NR;
+    if (beta == 0.f)
+      for (std::size_t j = 0; j < cols; ++j) crow[j] = alpha * out[j];
+    else
+      for (std::size_t j = 0; j < cols; ++j) crow[j] = alpha * out[j] + beta * crow[j];
+  }
+}
+
 /// C[0:rows, 0:cols] = alpha * (A block x B panel) + beta * C: MR x 2 vectors of accumulators.
 /// A is read in place: element (r, k) at a[r * row_stride + k * k_stride] (no packing: in these
 /// skinny products each A element is used by only a few tiles); rows past `rows` repeat the last
@@ -119,14 +134,7 @@ COHORT_ALWAYS_INLINE void micro_kernel(std::size_t kc, const float* __restrict a
     store<W>(tile + r * NR, acc0[r]);
     store<W>(tile + r * NR + W, acc1[r]);
   }
-  for (std::size_t r = 0; r < rows; ++r) {
-    float* crow = c + r * ldc;
-    const float* out = tile + r * NR;
-    if (beta == 0.f)
-      for (std::size_t j = 0; j < cols; ++j) crow[j] = alpha * out[j];
-    else
-      for (std::size_t j = 0; j < cols; ++j) crow[j] = alpha * out[j] + beta * crow[j];
-  }
+  write_partial_tile<NR>(tile, c, ldc, rows, cols, alpha, beta);
 }
 
 /// micro_kernel with panels of three vectors (8 x 48 on AVX-512: 24 accumulators, 3 B vectors
@@ -175,14 +183,7 @@ COHORT_ALWAYS_INLINE void micro_kernel3(std::size_t kc, const float* __restrict 
     store<W>(tile + r * NR + W, acc1[r]);
     store<W>(tile + r * NR + 2 * W, acc2[r]);
   }
-  for (std::size_t r = 0; r < rows; ++r) {
-    float* crow = c + r * ldc;
-    const float* out = tile + r * NR;
-    if (beta == 0.f)
-      for (std::size_t j = 0; j < cols; ++j) crow[j] = alpha * out[j];
-    else
-      for (std::size_t j = 0; j < cols; ++j) crow[j] = alpha * out[j] + beta * crow[j];
-  }
+  write_partial_tile<NR>(tile, c, ldc, rows, cols, alpha, beta);
 }
 
 // The micro-kernel is its own (not inlined) function per instruction set: register allocation
