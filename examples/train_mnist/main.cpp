@@ -64,6 +64,18 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--ema-every", o.ema_every, "update the average after every N-th optimiser step")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
+  app.add_option("--lookahead", o.lookahead_k,
+                 "wrap SGD or Adam in Lookahead: every K-th step the slow weights move --lookahead-alpha toward the "
+                 "fast ones, which restart from them (Zhang et al. 2019)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
+  app.add_option("--lookahead-alpha", o.lookahead_alpha, "Lookahead's step toward the fast weights")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--tta", o.tta,
+                 "test-time augmentation of the evaluation: none, or flip (the scores of each image and its mirror "
+                 "averaged)")
+      ->check(CLI::IsMember({"none", "flip"}))
+      ->capture_default_str();
   app.add_option("--data-dir", o.data_dir, "directory with train-/t10k- images and labels in IDX format (.gz or raw)")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of initialisation, dropout and shuffling")->capture_default_str();

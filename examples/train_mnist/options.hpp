@@ -22,6 +22,9 @@ struct TrainMnistOptions {
   std::string freeze;             // "below:N" or state_dict prefixes "0,1,3" (fine-tuning); empty: none
   double ema = 0;                 // weight average's decay (TrainerOptions::ema); 0: none
   std::size_t ema_every = 1;      // its update interval in optimiser steps
+  std::size_t lookahead_k = 0;    // Lookahead around SGD or Adam: synchronise every k steps; 0: none
+  double lookahead_alpha = 0.5;   // its step toward the fast weights
+  std::string tta = "none";       // test-time augmentation of evaluation and export-free prediction: none | flip
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::uint64_t seed = 0;
   std::size_t threads = 0; // 0: every core this process may use (cohort::available_cores())

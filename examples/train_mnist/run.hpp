@@ -11,6 +11,7 @@
 #include <cohort/data/dataset.hpp>
 #include <cohort/data/idx.hpp>
 #include <cohort/io/onnx.hpp>
+#include <cohort/optim/lookahead.hpp>
 #include <cohort/optim/optimizer_variant.hpp>
 #include <cohort/precision/mixed_precision.hpp>
 #include <cohort/train/trainer.hpp>
@@ -95,6 +96,7 @@ int train(const TrainMnistOptions& o, Opt opt) {
   to.max_grad_norm = o.clip_grad_norm;
   to.freeze = Freeze::parse(o.freeze);
   if (o.ema > 0) to.ema = EmaOptions{.decay = o.ema, .every = o.ema_every};
+  to.test_time_augmentation = o.tta == "flip" ? TestTimeAugmentation::flip : TestTimeAugmentation::none;
   // Padding is a raw 0 pixel, normalised as the images are (data/augment.hpp).
   to.augment = parse_augmentation(o.augment, Net::input_shape::extents[2], norm);
   Trainer<Net, Opt, Parallel, Precision> trainer(std::move(opt), to);
@@ -103,6 +105,9 @@ int train(const TrainMnistOptions& o, Opt opt) {
     std::printf("data: %zu training and %zu test images from %s (mean %.4f, std %.4f), repeated %zux\n",
                 train_set.size(), test_set.size(), o.data_dir.c_str(), double(norm.mean), double(norm.std), o.repeat);
   if (root && !to.augment.empty()) std::printf("augmentation: %s\n", to.augment.names().c_str());
+  if (root && to.test_time_augmentation != TestTimeAugmentation::none)
+    std::printf("test-time augmentation: %s (evaluation averages each image's scores with its mirror's)\n",
+                std::string(to_string(to.test_time_augmentation)).c_str());
   if (!o.init_from.empty()) trainer.init_from(o.init_from);
   if (!o.resume.empty()) {
     trainer.resume(o.resume);
@@ -182,8 +187,16 @@ int train_with(const TrainMnistOptions& o, Opt opt) {
   return train<Net, SingleDevice<>, Precision>(o, std::move(opt));
 }
 
-using AnyOptimizer =
-    cohort::OptimizerVariant<cohort::Sgd<>, cohort::Adam<>, cohort::AdamW<>, cohort::RmsProp<>, cohort::Adadelta<>>;
+using AnyOptimizer = cohort::OptimizerVariant<cohort::Sgd<>, cohort::Adam<>, cohort::AdamW<>, cohort::RmsProp<>,
+                                              cohort::Adadelta<>, cohort::Lookahead<cohort::Sgd<>>,
+                                              cohort::Lookahead<cohort::Adam<>>>;
+
+/// `base`, or Lookahead around it with --lookahead.
+template <class Base>
+AnyOptimizer maybe_lookahead(const TrainMnistOptions& o, Base base) {
+  if (o.lookahead_k == 0) return AnyOptimizer(std::move(base));
+  return AnyOptimizer(cohort::Lookahead<Base>(std::move(base), {.k = o.lookahead_k, .alpha = o.lookahead_alpha}));
+}
 
 template <class Net, class Precision>
 int run(const TrainMnistOptions& o) {
@@ -193,14 +206,16 @@ int run(const TrainMnistOptions& o) {
   const double weight_decay = std::max(o.weight_decay, 0.0); // AdamW alone has another default
   // One Trainer per (parallel, precision) pair holds whichever optimiser the flag names: a
   // Trainer per optimiser as well would make each model's translation unit 1.6x slower to build.
+  if (o.lookahead_k && name != "sgd" && name != "adam")
+    throw cohort::ValueError("train_mnist: --lookahead wraps sgd or adam, and --optimizer is " + name);
   if (name == "sgd")
-    return train_with<Net, Precision>(o, AnyOptimizer(Sgd({.lr = lr >= 0 ? lr : 1e-3,
-                                                           .momentum = o.momentum,
-                                                           .weight_decay = weight_decay,
-                                                           .nesterov = o.nesterov})));
+    return train_with<Net, Precision>(o, maybe_lookahead(o, Sgd({.lr = lr >= 0 ? lr : 1e-3,
+                                                                 .momentum = o.momentum,
+                                                                 .weight_decay = weight_decay,
+                                                                 .nesterov = o.nesterov})));
   if (name == "adam")
     return train_with<Net, Precision>(
-        o, AnyOptimizer(Adam({.lr = lr >= 0 ? lr : 1e-3, .eps = 1e-7, .weight_decay = weight_decay})));
+        o, maybe_lookahead(o, Adam({.lr = lr >= 0 ? lr : 1e-3, .eps = 1e-7, .weight_decay = weight_decay})));
   if (name == "adamw") // torch's default decay (0.01) unless --weight-decay is given
     return train_with<Net, Precision>(
         o,

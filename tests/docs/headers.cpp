@@ -34,6 +34,8 @@
 #include <cohort/models/unet.hpp>
 #include <cohort/network/init.hpp>
 #include <cohort/network/predict.hpp>
+#include <cohort/network/test_time_augmentation.hpp>
+#include <cohort/optim/lookahead.hpp>
 #include <cohort/optim/optimizer_variant.hpp>
 #include <cohort/optim/weight_average.hpp>
 #include <cohort/parallel/device_assignment.hpp>
@@ -689,6 +691,24 @@ using Net = models::ModelB;
   //! [optim/ema_options]
   (void)o;
 }
+
+[[maybe_unused]] void example_network_test_time_augmentation(cohort::Network<cohort::models::ModelA>& net,
+                                                              const std::vector<float>& images) {
+  //! [network/test_time_augmentation]
+  auto p = cohort::predict(net, images, cohort::Prediction::scores, 256, cohort::TestTimeAugmentation::flip);
+  //! [network/test_time_augmentation]
+  (void)p;
+}
+
+namespace example_optim_lookahead {
+using Net = models::ModelB;
+[[maybe_unused]] void example() {
+  //! [optim/lookahead]
+  cohort::Lookahead<cohort::Sgd<>> opt(cohort::Sgd({.lr = 0.1, .momentum = 0.9}), {.k = 5, .alpha = 0.5});
+  cohort::Trainer<Net, decltype(opt)> trainer(std::move(opt));
+  //! [optim/lookahead]
+}
+} // namespace example_optim_lookahead
 
 [[maybe_unused]] void example_network_predict(cohort::Network<cohort::models::ModelA>& net,
                                                const std::vector<float>& images) {

@@ -732,11 +732,78 @@ def make_init(out):
     save(out, "init", tensors, {"eps": 5e-4})
 
 
+# ----------------------------------------------------------------------------------------------
+# Recipe features (issue 36): Lookahead (optim/lookahead.hpp) and flip test-time augmentation
+# (network/test_time_augmentation.hpp).
+
+def make_recipe(out):
+    """lookahead_<case>: Lookahead (the paper's Algorithm 1: slow weights start at the weights
+    before the first step; after every k-th step slow.lerp_(fast, alpha), fast.copy_(slow)) around
+    torch.optim.SGD / Adam over 7 steps: p<s> after step s, state<s>.<slot> the base optimiser's
+    state and state<s>.lookahead_slow_buff the slow weights. alpha 0.5 and 0.8 take torch.lerp's
+    two branches.
+    tta: 0.5 * net(x) + 0.5 * net(x.flip(-1)) of a small eval-mode classifier (width 6, so a
+    transposed axis would show), its cross-entropy and correct count; tta_dense: a per-pixel
+    network's 0.5 * net(x) + 0.5 * net(x.flip(-1)).flip(-1)."""
+    g = rng(36)
+    p0 = randn(g, 37)
+    grads = [randn(g, 37) for _ in range(7)]
+    cases = {"sgd": (torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}, 3, 0.5),
+             "adam": (torch.optim.Adam, {"lr": 0.01}, 2, 0.8)}
+    for name, (cls, kw, k, alpha) in cases.items():
+        p = torch.nn.Parameter(torch.from_numpy(p0.copy()))
+        opt = cls([p], foreach=False, **kw)
+        slow = p.detach().clone()
+        tensors = {"p0": p0}
+        for s in range(7):
+            p.grad = torch.from_numpy(grads[s].copy())
+            opt.step()
+            if (s + 1) % k == 0:
+                with torch.no_grad():
+                    slow.lerp_(p.detach(), alpha)
+                    p.copy_(slow)
+            tensors[f"g{s + 1}"] = grads[s]
+            tensors[f"p{s + 1}"] = t2n(p)
+            tensors[f"state{s + 1}.lookahead_slow_buff"] = t2n(slow)
+            for key, value in opt.state[p].items():
+                if value is not None and key != "step":
+                    tensors[f"state{s + 1}.{key}"] = t2n(value)
+        save(out, "lookahead_" + name, tensors, {"optimizer": cls.__name__, "options": kw, "k": k, "alpha": alpha})
+
+    g = rng(37)
+    net = nn.Sequential(nn.Conv2d(1, 3, 3), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 3 * 4, 4))
+    random_params(net, g)
+    random_bn(net[1], g)
+    net.eval()
+    x = torch.from_numpy(randn(g, 9, 1, 5, 6))
+    labels = torch.from_numpy(g.integers(0, 4, 9).astype(np.int64))
+    with torch.no_grad():
+        plain = net(x)
+        avg = 0.5 * net(x) + 0.5 * net(x.flip(-1))
+    tensors = {"x": t2n(x), "labels": labels.numpy().astype(np.int32), "plain": t2n(plain), "averaged": t2n(avg),
+               "loss": np.array([float(F.cross_entropy(avg, labels))], dtype=np.float64),
+               "plain_loss": np.array([float(F.cross_entropy(plain, labels))], dtype=np.float64),
+               "correct": np.array([int((avg.argmax(1) == labels).sum())], dtype=np.int64),
+               "plain_correct": np.array([int((plain.argmax(1) == labels).sum())], dtype=np.int64)}
+    for key, v in net.state_dict().items():
+        tensors["p." + key] = t2n(v)
+    save(out, "tta", tensors, {"rule": "0.5 * net(x) + 0.5 * net(x.flip(-1))"})
+
+    dense = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.Conv2d(2, 3, 1))
+    random_params(dense, g)
+    with torch.no_grad():
+        avg = 0.5 * dense(x) + 0.5 * dense(x.flip(-1)).flip(-1)
+    tensors = {"x": t2n(x), "averaged": t2n(avg)}
+    for key, v in dense.state_dict().items():
+        tensors["p." + key] = t2n(v)
+    save(out, "tta_dense", tensors, {"rule": "0.5 * net(x) + 0.5 * net(x.flip(-1)).flip(-1)"})
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
     ap.add_argument("--only", nargs="*", choices=["layers", "blocks", "losses", "optimizers", "models", "resnet",
-                                                    "weight_average", "init", "grouped", "dense"],
+                                                    "weight_average", "init", "grouped", "dense", "recipe"],
                     help="write only these groups of fixtures")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -745,7 +812,8 @@ def main():
     torch.manual_seed(0)
     makers = {"layers": make_layers, "blocks": make_blocks, "losses": make_losses, "optimizers": make_optimizers,
               "models": make_models, "resnet": make_resnet, "weight_average": make_weight_average,
-              "init": make_init, "grouped": make_grouped, "dense": make_dense}
+              "init": make_init, "grouped": make_grouped, "dense": make_dense,
+              "recipe": make_recipe}
     for key, make in makers.items():
         if not args.only or key in args.only:
             make(args.out)

@@ -26,6 +26,7 @@
 #include "cohort/detail/type_list.hpp"
 #include "cohort/layers/log_softmax.hpp"
 #include "cohort/network/network.hpp"
+#include "cohort/network/test_time_augmentation.hpp"
 
 namespace cohort {
 
@@ -75,10 +76,13 @@ inline void to_pixel_probabilities(std::span<float> scores, std::size_t classes,
 /// `what` for the images in `images` (N * input size floats, normalised as in training), `chunk`
 /// samples at a time; returns N * classes floats (a dense network's N * C * H * W: a score or
 /// probability per class and pixel, softmax over each pixel's classes). ShapeError if `images`
-/// is not whole samples, ValueError for a chunk of 0.
+/// is not whole samples, ValueError for a chunk of 0. `tta`: TestTimeAugmentation::flip averages
+/// each image's scores with its mirror's (network/test_time_augmentation.hpp; probabilities are
+/// the softmax of the averaged scores).
 template <class Net>
 std::vector<float> predict(Network<Net, float, Cpu>& net, std::span<const float> images,
-                           Prediction what = Prediction::scores, std::size_t chunk = 256) {
+                           Prediction what = Prediction::scores, std::size_t chunk = 256,
+                           TestTimeAugmentation tta = TestTimeAugmentation::none) {
   using In = typename Net::input_shape;
   using Out = typename Net::output_shape;
   static_assert(Out::rank == 1 || Out::rank == 3,
@@ -88,8 +92,10 @@ std::vector<float> predict(Network<Net, float, Cpu>& net, std::span<const float>
     throw ShapeError(detail::concat("predict: ", images.size(), " floats are not whole samples of ", In::str(), " (",
                                     In::size, " floats each)"));
   if (chunk == 0) throw ValueError("predict: chunk must be at least 1 sample");
+  detail::check_test_time_augmentation<In>(tta, "predict");
   const std::size_t n = images.size() / In::size;
   std::vector<float> out(n * Out::size);
+  std::vector<float> mirrored; // the chunk's images mirrored (TestTimeAugmentation::flip)
   struct RestoreMode {
     Network<Net, float, Cpu>& net;
     bool training;
@@ -102,12 +108,21 @@ std::vector<float> predict(Network<Net, float, Cpu>& net, std::span<const float>
     const std::size_t count = std::min(chunk, n - first);
     const auto y = net.forward(ConstBatchView<In, float>(images.data() + first * In::size, count));
     std::copy(y.data(), y.data() + count * Out::size, out.data() + first * Out::size);
+    if constexpr (In::rank == 3) {
+      if (tta == TestTimeAugmentation::flip) {
+        mirrored.resize(count * In::size);
+        detail::mirror_width<In>(images.data() + first * In::size, mirrored.data(), count);
+        const auto ym = net.forward(ConstBatchView<In, float>(mirrored.data(), count));
+        detail::average_mirrored_scores<Out>(out.data() + first * Out::size, ym.data(), count);
+      }
+    }
   }
   if (what == Prediction::probabilities) {
     if constexpr (Out::rank == 3)
       detail::to_pixel_probabilities(out, Out::extents[0], Out::extents[1] * Out::extents[2]);
     else
-      detail::to_probabilities(out, Out::size, detail::ends_in_log_softmax<Net>);
+      // averaged log-probabilities no longer sum to 1 once exponentiated: their softmax does
+      detail::to_probabilities(out, Out::size, detail::ends_in_log_softmax<Net> && tta == TestTimeAugmentation::none);
   }
   return out;
 }

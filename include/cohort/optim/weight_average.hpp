@@ -28,6 +28,7 @@
 #include "cohort/backend/cpu/context.hpp"
 #include "cohort/core/error.hpp"
 #include "cohort/network/parameters.hpp"
+#include "cohort/optim/detail/torch_lerp.hpp"
 #include "cohort/optim/ema_options.hpp"
 
 namespace cohort {
@@ -59,8 +60,8 @@ class WeightAverage {
       average_.copy_from(model);
     } else {
       const float w = float(1.0 - options_.decay);
-      lerp(average_.values.data(), model.values.data(), average_.values.size(), w);
-      lerp(average_.buffers.data(), model.buffers.data(), average_.buffers.size(), w);
+      detail::torch_lerp(average_.values.data(), model.values.data(), average_.values.size(), w);
+      detail::torch_lerp(average_.buffers.data(), model.buffers.data(), average_.buffers.size(), w);
       const float d = float(options_.decay);
       std::int64_t* e = average_.counters.data();
       const std::int64_t* m = model.counters.data();
@@ -71,17 +72,6 @@ class WeightAverage {
   }
 
  private:
-  /// torch.lerp(self=ema, end=model, weight=w) in float, as ATen's vectorised CPU kernel
-  /// computes it (fused multiply-add).
-  static void lerp(float* ema, const float* model, std::size_t n, float w) {
-    if (std::abs(w) < 0.5f) {
-      for (std::size_t i = 0; i < n; ++i) ema[i] = std::fma(w, model[i] - ema[i], ema[i]);
-    } else {
-      const float c = w - 1.0f;
-      for (std::size_t i = 0; i < n; ++i) ema[i] = std::fma(c, model[i] - ema[i], model[i]);
-    }
-  }
-
   EmaOptions options_;
   params_type average_{};
   std::uint64_t n_averaged_ = 0;

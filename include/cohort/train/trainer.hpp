@@ -360,7 +360,8 @@ class Trainer {
     const auto to = net.parameters().state_dict();
     for (std::size_t k = 0; k < to.size(); ++k) std::memcpy(to[k].data, from[k].data, to[k].bytes());
     // No larger than a training batch: predicting allocates no more activation memory than training.
-    return cohort::predict(net, images, what, std::min(options_.eval_batch_size, options_.batch_size));
+    return cohort::predict(net, images, what, std::min(options_.eval_batch_size, options_.batch_size),
+                           options_.test_time_augmentation);
   }
 
   /// Saves weights, optimiser state and position (atomic; resumes bitwise). Under

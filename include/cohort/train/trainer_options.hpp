@@ -20,6 +20,7 @@
 #include "cohort/loss/cross_entropy_options.hpp"
 #include "cohort/loss/regression_choice.hpp"
 #include "cohort/network/freezing.hpp"
+#include "cohort/network/test_time_augmentation.hpp"
 #include "cohort/optim/ema_options.hpp"
 #include "cohort/optim/lr_schedule.hpp"
 #include "cohort/optim/parameter_groups.hpp"
@@ -122,6 +123,11 @@ struct TrainerOptions {
   /// updated after every ema->every-th optimiser step, saved in checkpoints, evaluated by
   /// evaluate_ema() and, with ema->evaluate, by fit. Full-precision CPU policies.
   std::optional<EmaOptions> ema{};
+  /// Evaluation (evaluate, evaluate_ema, fit's test accuracy) and predict score each image and its
+  /// horizontal mirror and average the two (network/test_time_augmentation.hpp): accuracy, loss
+  /// and a dense network's metrics are those of the averaged scores. Costs a second forward pass
+  /// per evaluated image. CPU policies; (C, H, W) inputs.
+  TestTimeAugmentation test_time_augmentation = TestTimeAugmentation::none;
   /// Transforms applied to every training image (not to evaluation), in the batch buffer, keyed
   /// by (seed, epoch, dataset sample index): the same images for every policy, replica count,
   /// world size and prefetch setting, and after a resume (data/augment.hpp). Empty: none.

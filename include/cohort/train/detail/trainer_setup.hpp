@@ -121,6 +121,10 @@ TrainerOptions&& checked(TrainerOptions& o) {
     }
   }
   if (o.eval_batch_size == 0) throw ValueError("Trainer: eval_batch_size must be at least 1");
+  if (o.test_time_augmentation != TestTimeAugmentation::none && !host_memory_backend<typename Parallel::backend>)
+    throw ValueError(concat("Trainer: TrainerOptions::test_time_augmentation = ", to_string(o.test_time_augmentation),
+                            " runs in the CPU replicas' evaluation, and ", Parallel::name,
+                            " evaluates on a device: expected TestTimeAugmentation::none"));
   if (o.accumulation_steps == 0) throw ValueError("Trainer: accumulation_steps must be at least 1");
   if (o.target_accuracy && !(*o.target_accuracy > 0 && *o.target_accuracy <= 100))
     throw ValueError(concat("Trainer: target_accuracy ", *o.target_accuracy,
@@ -162,6 +166,7 @@ EngineOptions engine_options(const TrainerOptions& o) {
                   .regression = o.regression,
                   .frozen = frozen_layers<Net>(o.freeze),
                   .eval_chunk = o.batch_size,
+                  .tta = o.test_time_augmentation,
                   .agreement = {}};
   e.agreement = {
       concat("batch_size: ", o.batch_size),
@@ -179,7 +184,8 @@ EngineOptions engine_options(const TrainerOptions& o) {
              ", delta ", exact_text(o.regression.delta), ", pos_weight ", class_weights_text(o.regression.pos_weight)),
       concat("augment: ", o.augment.names()),
       concat("joint_augment: ", o.joint_augment.names()),
-      concat("freeze: ", e.frozen.text())};
+      concat("freeze: ", e.frozen.text()),
+      concat("test_time_augmentation: ", to_string(o.test_time_augmentation))};
   return e;
 }
 

@@ -58,6 +58,8 @@ struct EngineOptions {
   /// Evaluation runs at most this many samples per forward before training has sized the
   /// activation buffers (replica.hpp's eval_chunk; 0: no limit): the Trainer's batch_size.
   std::size_t eval_chunk = 0;
+  /// Evaluation's test-time augmentation (TrainerOptions::test_time_augmentation; CPU engines).
+  TestTimeAugmentation tta = TestTimeAugmentation::none;
   /// Settings every rank must share besides the network and the policies ("batch_size: 128"):
   /// ProcessGroupDDP compares them across ranks at start.
   std::vector<std::string> agreement{};

@@ -74,7 +74,7 @@ class TrainEngine<ProcessGroupDDP<Mpi, Cpu>, Precision, Net, Opt>
   TrainEngine(Opt opt, const EngineOptions& o)
       : o_(o.parallel), seed_(o.seed), comm_(o.parallel.timeout_s),
         params_(initialized_parameters<params_type>(o.seed)), prec_(params_, o.loss_scale),
-        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk, o.ignore_index, o.regression),
+        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk, o.ignore_index, o.regression, o.tta),
         opt_(std::move(opt)) {
     rank_ = std::size_t(comm_.rank());
     world_ = std::size_t(comm_.size());

@@ -18,6 +18,7 @@
 #include "cohort/loss/regression_choice.hpp"
 #include "cohort/network/executor.hpp"
 #include "cohort/network/parameters.hpp"
+#include "cohort/network/test_time_augmentation.hpp"
 #include "cohort/tensor/batch.hpp"
 #include "cohort/tensor/buffer.hpp"
 #include "cohort/train/engine/default_loss.hpp"
@@ -121,12 +122,14 @@ class Replica {
   /// threads at once); `loss`: CrossEntropyLoss's smoothing and class weights; `frozen`: the
   /// layers that do not train (network/freezing.hpp); `eval_limit`: eval_chunk's limit.
   /// `ignore_index`: the label of pixels that add nothing (a dense network's PixelCrossEntropyLoss).
-  /// `regression`: a dense network's loss on target images.
+  /// `regression`: a dense network's loss on target images. `tta`: evaluation's scores are the
+  /// average over each image and its mirror (network/test_time_augmentation.hpp).
   explicit Replica(ThreadPool& pool, const CrossEntropyOptions& loss = {}, const FrozenLayers& frozen = {},
                    std::size_t eval_limit = 0, std::int32_t ignore_index = -100,
-                   const RegressionOptions& regression = {})
+                   const RegressionOptions& regression = {}, TestTimeAugmentation tta = TestTimeAugmentation::none)
       : ctx_{&pool}, loss_(make_loss<loss_type, classes_of<Net>>(loss, ignore_index)),
-        regression_(make_regression(regression)), eval_limit_(eval_limit) {
+        regression_(make_regression(regression)), eval_limit_(eval_limit), tta_(tta) {
+    check_test_time_augmentation<typename Net::input_shape>(tta, "Replica");
     if constexpr (requires { loss_.set_context(ctx_); }) loss_.set_context(ctx_);
     exec_.set_frozen(frozen);
   }
@@ -163,12 +166,15 @@ class Replica {
     const StepInfo info{.mode = Mode::eval, .seed = seed, .update_buffers = false};
     const std::size_t chunk = eval_chunk(exec_.capacity(), x.batch(), eval_limit_);
     return detail::evaluate_in_chunks<Net>(x, labels, chunk, [&](input_view part, std::span<const L> part_labels) {
+      const auto scored = [&](const auto& y) {
+        if constexpr (std::is_same_v<L, float>)
+          return std::pair<std::size_t, double>{0, regression_.forward(y, part_labels)};
+        else
+          return chunk_result(y, part_labels, metrics);
+      };
       const auto y = exec_.forward(ctx_, info, p, input(part), master);
-      if constexpr (std::is_same_v<L, float>) {
-        return std::pair<std::size_t, double>{0, regression_.forward(y, part_labels)};
-      } else {
-        return chunk_result(y, part_labels, metrics);
-      }
+      if (tta_ == TestTimeAugmentation::none) return scored(y);
+      return scored(mirror_averaged(info, p, part, y, master));
     });
   }
 
@@ -211,6 +217,41 @@ class Replica {
     }
   }
 
+  /// TestTimeAugmentation::flip: `y` (the chunk's scores) averaged with the mirrored chunk's
+  /// (network/test_time_augmentation.hpp), in float and rounded once to T.
+  template <class Y>
+  ConstBatchView<typename Net::output_shape, T> mirror_averaged(const StepInfo& info, params_type& p, input_view part,
+                                                                const Y& y, const float* master) {
+    using In = typename Net::input_shape;
+    using Out = typename Net::output_shape;
+    const std::size_t n = part.batch(), size = n * Out::size;
+    if constexpr (In::rank != 3) {
+      throw ValueError(
+          "Replica::evaluate: test-time augmentation needs (C, H, W) images"); // the constructor refused it
+    } else {
+      tta_scores_.resize(size);
+      float* avg = tta_scores_.data();
+      if constexpr (std::is_same_v<T, float>)
+        std::copy(y.data(), y.data() + size, avg);
+      else
+        cpu::load_floats(cpu::active_isa(), y.data(), avg, size); // before the next forward overwrites y
+      tta_images_.resize(part.size());
+      mirror_width<In>(part.data(), tta_images_.data(), n);
+      const auto ym = exec_.forward(ctx_, info, p, input(input_view(tta_images_.data(), n)), master);
+      if constexpr (std::is_same_v<T, float>) {
+        average_mirrored_scores<Out>(avg, ym.data(), n);
+        return {avg, n};
+      } else {
+        scores_.resize(size);
+        cpu::load_floats(cpu::active_isa(), ym.data(), scores_.data(), size);
+        average_mirrored_scores<Out>(avg, scores_.data(), n);
+        tta_stored_.resize(size);
+        cpu::store_floats(cpu::active_isa(), avg, tta_stored_.data(), size);
+        return {tta_stored_.data(), n};
+      }
+    }
+  }
+
   /// The batch in the network's storage type (the float images converted for 16 bits).
   ConstBatchView<typename Net::input_shape, T> input(input_view x) {
     if constexpr (std::is_same_v<T, float>) {
@@ -248,6 +289,10 @@ class Replica {
   HostBuffer<T> input_;      // 16-bit storage: the converted batch
   HostBuffer<float> scores_; // 16-bit storage: evaluation scores in float
   std::size_t eval_limit_;
+  TestTimeAugmentation tta_;
+  HostBuffer<float> tta_images_; // flip: the chunk's images mirrored
+  HostBuffer<float> tta_scores_; // flip: the averaged scores, in float
+  HostBuffer<T> tta_stored_;     // flip, 16-bit storage: the average rounded to T
 };
 
 } // namespace cohort::detail

@@ -25,7 +25,7 @@ class TrainEngine<SingleDevice<Cpu>, Precision, Net, Opt>
 
   TrainEngine(Opt opt, const EngineOptions& o)
       : seed_(o.seed), master_(initialized_parameters<params_type>(o.seed)), prec_(master_, o.loss_scale),
-        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk, o.ignore_index, o.regression),
+        replica_(ThreadPool::global(), o.loss, o.frozen, o.eval_chunk, o.ignore_index, o.regression, o.tta),
         opt_(std::move(opt)) {}
 
   /// `labels`: class labels or masks (int32), or a dense network's float regression targets (one

@@ -61,7 +61,7 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
     for (std::size_t r = 0; r < n_; ++r) {
       pools_.push_back(std::make_unique<ThreadPool>(threads));
       replicas_.push_back(
-          std::make_unique<replica_type>(*pools_[r], o.loss, o.frozen, o.eval_chunk, o.ignore_index, o.regression));
+          std::make_unique<replica_type>(*pools_[r], o.loss, o.frozen, o.eval_chunk, o.ignore_index, o.regression, o.tta));
     }
     if (o_.deterministic) {
       chunk_grads_.resize(o_.deterministic_chunks);
