@@ -17,7 +17,9 @@ stepped per optimiser step (linear anneal, torch's default momentum cycling 0.85
 label smoothing 0.1, RandomCrop(28, padding=2) with a raw 0 pixel + RandomHorizontalFlip, an
 exponential moving average of the weights and BatchNorm buffers after every step (torch's
 AveragedModel(get_ema_multi_avg_fn(decay), use_buffers=True)), which is what is evaluated, after
-every epoch (the fixed evaluation points), at batch 1000.
+every epoch (the fixed evaluation points), at batch 1000, with flip test-time augmentation (each
+test image's scores averaged with its mirror's: cohort's --tta flip, airbench's
+0.5 * net(x) + 0.5 * net(x.flip(-1)); --tta none gives the 2026-12-02 recipe).
 
 What is timed: from just before the child process is started to the moment its epoch line with a
 test accuracy at or above the target arrives (both sides flush that line as the evaluation ends):
@@ -49,6 +51,7 @@ DATA = "/usr/share/datasets/fashion-mnist"
 RECIPE = {
     "model": "fast", "epochs": 12, "batch_size": 256, "lr": 0.2, "momentum": 0.9, "weight_decay": 5e-4,
     "pct_start": 0.25, "label_smoothing": 0.1, "crop": 2, "flip": True, "ema": 0.99, "eval_batch_size": 1000,
+    "tta": "flip",
 }
 
 
@@ -65,14 +68,15 @@ def cohort_command(a, r, seed):
             f"onecycle,max_lr={r['lr']},total_steps={total},pct_start={r['pct_start']},anneal=linear",
             "--schedule-per-step", "--label-smoothing", str(r["label_smoothing"]),
             "--augment", f"crop={r['crop']},flip" if r["flip"] else f"crop={r['crop']}",
-            "--ema", str(r["ema"]), "--eval-batch-size", str(r["eval_batch_size"]),
+            "--ema", str(r["ema"]), "--eval-batch-size", str(r["eval_batch_size"]), "--tta", r["tta"],
             "--target-accuracy", str(a.target), "--seed", str(seed), "--log-interval", "0",
             "--data-dir", a.data_dir]
 
 
 def torch_command(a, seed, config, probe_steps=0):
     cmd = [sys.executable, os.path.abspath(__file__), "torch", "--seed", str(seed), "--config", config,
-           "--threads", str(a.threads), "--target", str(a.target), "--epochs", str(a.epochs), "--data-dir", a.data_dir]
+           "--threads", str(a.threads), "--target", str(a.target), "--epochs", str(a.epochs), "--data-dir", a.data_dir,
+           "--tta", a.tta]
     return cmd + (["--probe-steps", str(probe_steps)] if probe_steps else [])
 
 
@@ -166,6 +170,7 @@ def torch_main(argv):
     ap.add_argument("--epochs", type=int, default=RECIPE["epochs"])
     ap.add_argument("--data-dir", default=DATA)
     ap.add_argument("--probe-steps", type=int, default=0, help="time this many steps and stop (the config probe)")
+    ap.add_argument("--tta", default=RECIPE["tta"], choices=["flip", "none"])
     a = ap.parse_args(argv)
     start = time.perf_counter()
     import torch
@@ -175,7 +180,7 @@ def torch_main(argv):
     from cohort_modules import fast_resnet
     from torch_train_mnist import load
 
-    r = dict(RECIPE, epochs=a.epochs)
+    r = dict(RECIPE, epochs=a.epochs, tta=a.tta)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     xtr, ytr, xte, yte, pad = load(a.data_dir)
@@ -211,7 +216,10 @@ def torch_main(argv):
         with torch.no_grad():
             for i in range(0, len(xte), r["eval_batch_size"]):
                 x = xte[i:i + r["eval_batch_size"]].contiguous(memory_format=fmt)
-                correct += int((ema(x).argmax(1) == yte[i:i + r["eval_batch_size"]]).sum())
+                scores = ema(x)
+                if r["tta"] == "flip":  # airbench's test-time augmentation, as cohort's --tta flip
+                    scores = 0.5 * scores + 0.5 * ema(x.flip(-1).contiguous(memory_format=fmt))
+                correct += int((scores.argmax(1) == yte[i:i + r["eval_batch_size"]]).sum())
         return 100.0 * correct / len(xte)
 
     net.train()
@@ -266,8 +274,10 @@ def main():
     ap.add_argument("--fma-peak", default=None, help="fma_peak (default: the --train-mnist tree's bench/fma_peak)")
     ap.add_argument("--data-dir", default=DATA)
     ap.add_argument("--json", default=os.path.join(HERE, "time_to_accuracy.jsonl"))
+    ap.add_argument("--tta", default=RECIPE["tta"], choices=["flip", "none"],
+                    help="evaluation's test-time augmentation, both sides (none: the 2026-12-02 recipe)")
     a = ap.parse_args()
-    recipe = dict(RECIPE, epochs=a.epochs)
+    recipe = dict(RECIPE, epochs=a.epochs, tta=a.tta)
     if "cohort" in a.sides:
         check_release_tree(a.train_mnist)
     if a.fma_peak is None:

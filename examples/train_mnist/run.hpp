@@ -187,9 +187,9 @@ int train_with(const TrainMnistOptions& o, Opt opt) {
   return train<Net, SingleDevice<>, Precision>(o, std::move(opt));
 }
 
-using AnyOptimizer = cohort::OptimizerVariant<cohort::Sgd<>, cohort::Adam<>, cohort::AdamW<>, cohort::RmsProp<>,
-                                              cohort::Adadelta<>, cohort::Lookahead<cohort::Sgd<>>,
-                                              cohort::Lookahead<cohort::Adam<>>>;
+using AnyOptimizer =
+    cohort::OptimizerVariant<cohort::Sgd<>, cohort::Adam<>, cohort::AdamW<>, cohort::RmsProp<>, cohort::Adadelta<>,
+                             cohort::Lookahead<cohort::Sgd<>>, cohort::Lookahead<cohort::Adam<>>>;
 
 /// `base`, or Lookahead around it with --lookahead.
 template <class Base>
@@ -207,7 +207,7 @@ int run(const TrainMnistOptions& o) {
   // One Trainer per (parallel, precision) pair holds whichever optimiser the flag names: a
   // Trainer per optimiser as well would make each model's translation unit 1.6x slower to build.
   if (o.lookahead_k && name != "sgd" && name != "adam")
-    throw cohort::ValueError("train_mnist: --lookahead wraps sgd or adam, and --optimizer is " + name);
+    throw cohort::ValueError("--lookahead wraps sgd or adam, and --optimizer is " + name);
   if (name == "sgd")
     return train_with<Net, Precision>(o, maybe_lookahead(o, Sgd({.lr = lr >= 0 ? lr : 1e-3,
                                                                  .momentum = o.momentum,

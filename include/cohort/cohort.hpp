@@ -60,6 +60,7 @@
 #include "cohort/optim/adadelta.hpp"
 #include "cohort/optim/adam.hpp"
 #include "cohort/optim/clip_grad_norm.hpp"
+#include "cohort/optim/lookahead.hpp"
 #include "cohort/optim/parameter_groups.hpp"
 #include "cohort/optim/rmsprop.hpp"
 #include "cohort/optim/sgd.hpp"

@@ -147,6 +147,11 @@ template <class Trainer>
   Trainer<models::ResNet20, Sgd<>> averaged(Sgd({.lr = 0.1, .momentum = 0.9}), o);
   // averaged.evaluate_ema(test) / averaged.evaluate(test): the average's / the last weights' accuracy
   //! [ema]
+  //! [lookahead and tta]
+  o.test_time_augmentation = TestTimeAugmentation::flip;  // evaluate and predict average x and its mirror
+  Lookahead<Sgd<>> opt(Sgd({.lr = 0.1, .momentum = 0.9}), {.k = 5, .alpha = 0.5});
+  Trainer<models::ResNet20, Lookahead<Sgd<>>> looking(std::move(opt), o);  // slow weights saved and resumed
+  //! [lookahead and tta]
   // clang-format on
 }
 

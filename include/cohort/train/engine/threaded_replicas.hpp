@@ -60,8 +60,8 @@ class TrainEngine<ThreadedReplicas<N, Cpu>, Precision, Net, Opt>
     const std::size_t threads = std::max<std::size_t>(o_.threads_per_replica, 1);
     for (std::size_t r = 0; r < n_; ++r) {
       pools_.push_back(std::make_unique<ThreadPool>(threads));
-      replicas_.push_back(
-          std::make_unique<replica_type>(*pools_[r], o.loss, o.frozen, o.eval_chunk, o.ignore_index, o.regression, o.tta));
+      replicas_.push_back(std::make_unique<replica_type>(*pools_[r], o.loss, o.frozen, o.eval_chunk, o.ignore_index,
+                                                         o.regression, o.tta));
     }
     if (o_.deterministic) {
       chunk_grads_.resize(o_.deterministic_chunks);
