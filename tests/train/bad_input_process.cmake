@@ -58,3 +58,17 @@ if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "train_mnist: class weights \"1,2,x\
   message(FATAL_ERROR "a bad --class-weights item was not reported clearly (exit ${rc}): ${out}${err}")
 endif()
 message(STATUS "bad loss options: ${out}${err}")
+
+# Lookahead wraps only sgd or adam, and --tta names a known augmentation: both refused before the
+# data is read, train_mnist's own message naming the flag and what it found.
+execute_process(COMMAND ${EXE} --data-dir ${WORK}/data --model C --optimizer adadelta --lookahead 5 --max-steps 1
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "train_mnist: --lookahead wraps sgd or adam, and --optimizer is adadelta")
+  message(FATAL_ERROR "--lookahead around adadelta was not reported clearly (exit ${rc}): ${out}${err}")
+endif()
+execute_process(COMMAND ${EXE} --data-dir ${WORK}/data --model C --tta mirror --max-steps 1 RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "--tta: mirror not in {none,flip}")
+  message(FATAL_ERROR "an unknown --tta was not reported clearly (exit ${rc}): ${out}${err}")
+endif()
+message(STATUS "bad lookahead / tta: ${out}${err}")
