@@ -29,7 +29,8 @@ struct single_layer<Shape<D...>, L> {
 template <class S, class L>
 using single_layer_net = typename single_layer<S, L>::type;
 
-/// Tolerance of the layer parity tests: max |cohort - torch| <= 1e-5 * max |torch| per tensor.
+/// Tolerance of the layer parity tests: max |cohort - torch| <= 1e-5 * max |torch| per tensor
+/// (check_layer_fixture: float_parity_rtol(), 2e-5 on the AVX2 path, which runs Winograd F(4x4)).
 inline constexpr double layer_rtol = 1e-5;
 
 /// Checks the parameter gradients ("g.*") and buffers after the pass ("after.*") of fixture `f`
@@ -58,14 +59,14 @@ void check_fixture_gradients_and_buffers(const SafetensorsFile& f, Network<Net>&
         CHECK(largest_actual <= noise_floor);
         continue;
       }
-      COHORT_CHECK_CLOSE(g, std::span<const float>(expected), layer_rtol, name + " " + e.name);
+      COHORT_CHECK_CLOSE(g, std::span<const float>(expected), float_parity_rtol(), name + " " + e.name);
     } else if (e.name.rfind("after.", 0) == 0) {
       const auto b = tensor_values(net, "0." + e.name.substr(6));
       if (e.dtype == DType::i64) {
         CHECK(b[0] == double(f.values<std::int64_t>(e.name)[0]));
       } else {
-        COHORT_CHECK_CLOSE(std::span<const double>(b), std::span<const float>(f.values<float>(e.name)), layer_rtol,
-                           name + " " + e.name);
+        COHORT_CHECK_CLOSE(std::span<const double>(b), std::span<const float>(f.values<float>(e.name)),
+                           float_parity_rtol(), name + " " + e.name);
       }
     }
   }
@@ -92,9 +93,9 @@ void check_layer_fixture(const std::string& name, Mode mode = Mode::train, std::
   const std::size_t batch = x.size() / InShape::size;
   REQUIRE(batch * InShape::size == x.size());
   auto y = net.forward(ConstBatchView<InShape, float>(x.data(), batch));
-  COHORT_CHECK_CLOSE(y.span(), std::span<const float>(f.values<float>("y")), layer_rtol, name + " y");
+  COHORT_CHECK_CLOSE(y.span(), std::span<const float>(f.values<float>("y")), float_parity_rtol(), name + " y");
   auto dx = net.backward(ConstBatchView<Out, float>(dy.data(), batch), {.input_grad = true});
-  COHORT_CHECK_CLOSE(dx.span(), std::span<const float>(f.values<float>("dx")), layer_rtol, name + " dx");
+  COHORT_CHECK_CLOSE(dx.span(), std::span<const float>(f.values<float>("dx")), float_parity_rtol(), name + " dx");
   check_fixture_gradients_and_buffers(f, net, name);
   const bool has_steps = std::any_of(f.entries().begin(), f.entries().end(),
                                      [](const SafetensorsEntry& e) { return e.name.rfind("step1.", 0) == 0; });
@@ -108,8 +109,8 @@ void check_layer_fixture(const std::string& name, Mode mode = Mode::train, std::
         const std::string prefix = "step" + std::to_string(s) + ".";
         if (e.name.rfind(prefix, 0) != 0) continue;
         const auto p = tensor_values(net, "0." + e.name.substr(prefix.size()));
-        COHORT_CHECK_CLOSE(std::span<const double>(p), std::span<const float>(f.values<float>(e.name)), layer_rtol,
-                           name + " " + e.name);
+        COHORT_CHECK_CLOSE(std::span<const double>(p), std::span<const float>(f.values<float>(e.name)),
+                           float_parity_rtol(), name + " " + e.name);
       }
     }
   }

@@ -286,11 +286,26 @@ TEST_CASE("Winograd: which layers use it (automatic), and the override") {
   using R16 = Conv2dGeometry<16, 16, 28, 28, 3, 1, 1>; // ResNet-20's first stage: too few channels
   using B2 = Conv2dGeometry<16, 32, 14, 14, 5, 1, 2>;  // model B: 5x5
   using S2 = Conv2dGeometry<64, 64, 14, 14, 3, 2, 1>;  // strided: never
-  static_assert(cpu::winograd::choose<D2>() == ConvAlgorithm::winograd_f2);
-  static_assert(cpu::winograd::choose<D3>() == ConvAlgorithm::winograd_f2);
-  static_assert(cpu::winograd::choose<cpu::direct::transposed_geometry<D2>>() == ConvAlgorithm::winograd_f2);
-  static_assert(cpu::winograd::choose<R16>() == ConvAlgorithm::direct);
-  static_assert(cpu::winograd::choose<B2>() == ConvAlgorithm::direct);
+  using F7 = Conv2dGeometry<96, 96, 7, 7, 3, 1, 1>;    // FastResNet's last stage: a 7x7 plane
+  using F24 = Conv2dGeometry<24, 48, 14, 14, 3, 1, 1>; // FastResNet's second convolution
+  constexpr auto avx512 = Isa::avx512, avx2 = Isa::avx2;
+  static_assert(cpu::winograd::choose<D2>(avx512) == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::choose<D3>(avx512) == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::choose<cpu::direct::transposed_geometry<D2>>(avx512) == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::choose<R16>(avx512) == ConvAlgorithm::direct);
+  static_assert(cpu::winograd::choose<F24>(avx512) == ConvAlgorithm::direct);
+  static_assert(cpu::winograd::choose<B2>(avx512) == ConvAlgorithm::direct);
+  static_assert(cpu::winograd::choose<R16>(Isa::generic) == ConvAlgorithm::direct);
+  // AVX2's table: F(4x4) on narrow layers and small planes up to 96 input channels, F(2x2) on
+  // the rest from 24 channels.
+  static_assert(cpu::winograd::choose<R16>(avx2) == ConvAlgorithm::winograd_f4);
+  static_assert(cpu::winograd::choose<F7>(avx2) == ConvAlgorithm::winograd_f4);
+  static_assert(cpu::winograd::choose<F24>(avx2) == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::choose<cpu::direct::transposed_geometry<F24>>(avx2) == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::choose<D2>(avx2) == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::choose<D3>(avx2) == ConvAlgorithm::winograd_f2); // 256 channels: F(4x4) errs more
+  static_assert(cpu::winograd::choose<B2>(avx2) == ConvAlgorithm::direct);
+  static_assert(cpu::winograd::choose<Conv2dGeometry<8, 64, 28, 28, 3, 1, 1>>(avx2) == ConvAlgorithm::direct);
   static_assert(!cpu::winograd::applicable<S2>);
   {
     AlgorithmScope scope(ConvAlgorithm::direct);

@@ -6,16 +6,21 @@
 #include <doctest/doctest.h>
 
 #include <random>
+#include <span>
 #include <vector>
 
 #include <cohort/backend/cpu.hpp>
+
+#include "support/compare.hpp"
 
 using namespace cohort;
 
 namespace {
 using cpu::ConvAlgorithm;
-using F2Layer = Conv2dGeometry<32, 40, 9, 9, 3, 1, 1>;     // >= 32 channels: F(2x2) by default
-using DirectLayer = Conv2dGeometry<16, 24, 9, 9, 3, 1, 1>; // 16 channels: direct by default
+using F2Layer = Conv2dGeometry<32, 40, 9, 9, 3, 1, 1>;    // >= 32 channels: F(2x2) by default
+using DirectLayer = Conv2dGeometry<8, 24, 9, 9, 3, 1, 1>; // 8 channels: direct by default
+// 16 channels: direct on AVX-512 and the baseline, F(4x4) on AVX2 (conv2d_winograd.hpp's table).
+using NarrowLayer = Conv2dGeometry<16, 24, 9, 9, 3, 1, 1>;
 
 /// Sets the algorithm for one scope, then restores automatic.
 struct DefaultAlgorithmScope {
@@ -55,8 +60,10 @@ std::vector<float> forward_backward() {
 
 TEST_CASE("Winograd (default build): a layer compiles its automatic choice and the direct kernel only") {
   static_assert(!cpu::all_conv_algorithms, "cohort_tests is built with the default algorithm set");
-  static_assert(cpu::winograd::choose<F2Layer>() == ConvAlgorithm::winograd_f2);
-  static_assert(cpu::winograd::choose<DirectLayer>() == ConvAlgorithm::direct);
+  for (const Isa isa : {Isa::generic, Isa::avx2, Isa::avx512}) {
+    CHECK(cpu::winograd::choose<F2Layer>(isa) == ConvAlgorithm::winograd_f2);
+    CHECK(cpu::winograd::choose<DirectLayer>(isa) == ConvAlgorithm::direct);
+  }
   static_assert(cpu::winograd::compiled<F2Layer, ConvAlgorithm::winograd_f2>);
   static_assert(cpu::winograd::compiled<F2Layer, ConvAlgorithm::direct>);
   static_assert(!cpu::winograd::compiled<F2Layer, ConvAlgorithm::winograd_f4>);
@@ -86,4 +93,40 @@ TEST_CASE("Winograd (default build): a layer compiles its automatic choice and t
     CHECK(cpu::conv_algorithm<F2Layer>() == ConvAlgorithm::direct);
     CHECK(forward_backward<F2Layer>() != f2_default);
   }
+}
+
+TEST_CASE("Winograd (default build): a layer runs the running instruction set's choice, F(4x4) on AVX2's narrow "
+          "layers") {
+  // NarrowLayer is direct on AVX-512 and the baseline and F(4x4) on AVX2 (COHORT_ISA=avx2 reruns
+  // this suite on that path): both are compiled, F(2x2) is not.
+  static_assert(cpu::winograd::choose<NarrowLayer>(Isa::avx512) == ConvAlgorithm::direct);
+  static_assert(cpu::winograd::choose<NarrowLayer>(Isa::avx2) == ConvAlgorithm::winograd_f4);
+  static_assert(cpu::winograd::compiled<NarrowLayer, ConvAlgorithm::winograd_f4>);
+  static_assert(!cpu::winograd::compiled<NarrowLayer, ConvAlgorithm::winograd_f2>);
+  const Isa isa = cpu::active_isa();
+  INFO("instruction set " << isa_name(isa));
+  CHECK(cpu::conv_algorithm<NarrowLayer>() == cpu::winograd::choose<NarrowLayer>(isa));
+
+  const auto automatic = forward_backward<NarrowLayer>();
+  std::vector<float> direct;
+  {
+    DefaultAlgorithmScope scope(ConvAlgorithm::direct);
+    direct = forward_backward<NarrowLayer>();
+  }
+  if (isa != Isa::avx2) {
+    CHECK(automatic == direct);
+    return;
+  }
+  // y, dX, dW, db, each within the opt-in F(4x4)'s bound (tests/backend/cpu/conv2d_winograd.cpp).
+  using G = NarrowLayer;
+  constexpr std::size_t batch = 3;
+  const std::size_t sizes[] = {batch * G::out_size, batch * G::in_size, G::out_channels * G::patch, G::out_channels};
+  const char* names[] = {"y", "dx", "dw", "db"};
+  std::size_t at = 0;
+  for (int t = 0; t < 4; ++t) {
+    const std::span<const float> a(automatic.data() + at, sizes[t]), d(direct.data() + at, sizes[t]);
+    COHORT_CHECK_CLOSE(a, d, t == 3 ? 1e-6 : 2e-5, names[t]);
+    at += sizes[t];
+  }
+  CHECK(automatic != direct); // it ran F(4x4), not the direct kernel
 }

@@ -118,27 +118,58 @@ inline ConvAlgorithm algorithm_from_environment() noexcept {
 }
 } // namespace detail
 
-/// What `automatic` picks for Gk: F(2x2, 3x3) where both sides have at least 32 channels, the
-/// direct kernel elsewhere. F(2x2, 3x3)'s error is no larger than the direct kernel's
-/// (tests/backend/cpu/conv2d_winograd.cpp); F(4x4) and 5x5 kernels err more and are opt-in. With
-/// 16 channels the transforms cost more than the products save (ResNet-20's first stage: 1.4x
-/// slower); model B's 5x5 layer gains forward and loses more in dW (bench/RESULTS.md, "Winograd").
+/// What `automatic` picks for Gk on the instruction set `isa`: a table measured per vector width
+/// (bench/RESULTS.md, "Winograd"; "F(4x4) by default on AVX2"), 3x3 kernels only (model B's 5x5
+/// layer gains forward and loses more in dW), never below 16 channels on either side.
+///
+/// - AVX-512 (and the baseline): F(2x2, 3x3) where both sides have at least 32 channels. With
+///   16 channels the transforms cost more than the products save (ResNet-20's first stage: 1.4x
+///   slower), and F(4x4) paid only on model D's layers, where its error is not promised.
+/// - AVX2 (16 vector registers, so the direct kernel's register tile is half as tall and runs at
+///   ~40-60% of the FMA peak): F(4x4, 3x3) on narrow layers (16-23 channels on the smaller side)
+///   and on planes of at most 8x8, where its 2x2 tiles of 4x4 waste no more than F(2x2)'s; F(2x2)
+///   on the rest with >= 24 channels. F(4x4) only up to 96 input channels: its error grows with
+///   the length of the sums, and tests/backend/cpu/conv2d_winograd.cpp bounds it (2e-5 of the
+///   largest value) on layers up to 96 channels.
+///
+/// F(2x2, 3x3)'s error is no larger than the direct kernel's; F(4x4)'s is 4-15x the direct one
+/// and still within the 1e-5 PyTorch parity bounds of the models that take it.
 template <class Gk>
-constexpr ConvAlgorithm choose() noexcept {
-  if constexpr (applicable<Gk> && Gk::kernel == 3 && Gk::in_channels >= 32 && Gk::out_channels >= 32)
-    return ConvAlgorithm::winograd_f2;
-  else
+constexpr ConvAlgorithm choose(Isa isa) noexcept {
+  if constexpr (!applicable<Gk> || Gk::kernel != 3) {
+    (void)isa;
     return ConvAlgorithm::direct;
+  } else {
+    constexpr std::size_t narrow = std::min(Gk::in_channels, Gk::out_channels);
+    if (narrow < 16) return ConvAlgorithm::direct;
+    if (isa == Isa::avx2) {
+      if (Gk::in_channels <= 96 && (narrow < 24 || Gk::out_h <= 8)) return ConvAlgorithm::winograd_f4;
+      return narrow >= 24 ? ConvAlgorithm::winograd_f2 : ConvAlgorithm::direct;
+    }
+    return narrow >= 32 ? ConvAlgorithm::winograd_f2 : ConvAlgorithm::direct;
+  }
 }
 
-/// Whether algorithm A is compiled for the convolution Gk, and so can run it. The direct kernel
-/// always is, and so is the layer's automatic choice; the other Winograd variants (F(4x4) on any
-/// layer, F(2x2) on layers whose default is direct) only with COHORT_CONV_ALL_ALGORITHMS. Those
-/// are opt-in, and compiling them for every layer cost three quarters of a 16-channel layer's
-/// kernels (ResNet-20's first stage, bench/RESULTS.md "Compile time").
+namespace detail {
+/// Whether A is Gk's automatic choice on `isa` and that path is compiled (simd.hpp's
+/// compiled_isa: `-march=native` on an AVX-512 machine compiles no AVX2 table's choices).
 template <class Gk, ConvAlgorithm A>
-inline constexpr bool compiled = A == ConvAlgorithm::direct || (applicable<Gk> && A != ConvAlgorithm::automatic &&
-                                                                (all_conv_algorithms || A == choose<Gk>()));
+constexpr bool chosen_on(Isa isa) noexcept {
+  return compiled_isa(isa) && choose<Gk>(isa) == A;
+}
+} // namespace detail
+
+/// Whether algorithm A is compiled for the convolution Gk, and so can run it. The direct kernel
+/// always is, and so is the layer's automatic choice on every instruction set the program
+/// compiles (it picks its path at run time); the other Winograd variants only with
+/// COHORT_CONV_ALL_ALGORITHMS. Those are opt-in, and compiling them for every layer cost three
+/// quarters of a 16-channel layer's kernels (ResNet-20's first stage, bench/RESULTS.md "Compile
+/// time").
+template <class Gk, ConvAlgorithm A>
+inline constexpr bool compiled = A == ConvAlgorithm::direct ||
+                                 (applicable<Gk> && A != ConvAlgorithm::automatic &&
+                                  (all_conv_algorithms || detail::chosen_on<Gk, A>(Isa::avx512) ||
+                                   detail::chosen_on<Gk, A>(Isa::avx2) || detail::chosen_on<Gk, A>(Isa::generic)));
 
 } // namespace winograd
 
@@ -172,7 +203,7 @@ ConvAlgorithm conv_algorithm() noexcept {
     default:
       break;
     }
-    return winograd::choose<Gk>();
+    return winograd::choose<Gk>(active_isa());
   }
 }
 
