@@ -130,3 +130,39 @@ TEST_CASE("Winograd (default build): a layer runs the running instruction set's 
   }
   CHECK(automatic != direct); // it ran F(4x4), not the direct kernel
 }
+
+TEST_CASE("Winograd (default build): a variant is compiled only for the instruction sets whose choice it is") {
+  // 32 channels on an 8x8 plane: F(4x4) on AVX2, F(2x2) on AVX-512 and the baseline. The program
+  // holds both, but neither for the other instruction sets: asked for, each keeps its own.
+  using L = Conv2dGeometry<32, 32, 8, 8, 3, 1, 1>;
+  using cpu::winograd::compiled_on;
+  static_assert(cpu::winograd::choose<L>(Isa::avx2) == ConvAlgorithm::winograd_f4);
+  static_assert(cpu::winograd::choose<L>(Isa::avx512) == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::choose<L>(Isa::generic) == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::compiled<L, ConvAlgorithm::winograd_f2> &&
+                cpu::winograd::compiled<L, ConvAlgorithm::winograd_f4>);
+  static_assert(!compiled_on<L, ConvAlgorithm::winograd_f4>(Isa::avx512) &&
+                !compiled_on<L, ConvAlgorithm::winograd_f4>(Isa::generic) &&
+                !compiled_on<L, ConvAlgorithm::winograd_f2>(Isa::avx2));
+  static_assert(compiled_on<L, ConvAlgorithm::winograd_f4>(Isa::avx2) == cpu::compiled_isa(Isa::avx2));
+  static_assert(compiled_on<L, ConvAlgorithm::winograd_f2>(Isa::avx512) == cpu::compiled_isa(Isa::avx512));
+  {
+    DefaultAlgorithmScope scope(ConvAlgorithm::winograd_f2);
+    CHECK(cpu::conv_algorithm<L>(Isa::avx2) == ConvAlgorithm::winograd_f4);
+    CHECK(cpu::conv_algorithm<L>(Isa::avx512) == ConvAlgorithm::winograd_f2);
+  }
+  {
+    DefaultAlgorithmScope scope(ConvAlgorithm::winograd_f4);
+    CHECK(cpu::conv_algorithm<L>(Isa::avx512) == ConvAlgorithm::winograd_f2);
+    CHECK(cpu::conv_algorithm<L>(Isa::generic) == ConvAlgorithm::winograd_f2);
+    CHECK(cpu::conv_algorithm<L>(Isa::avx2) == ConvAlgorithm::winograd_f4);
+  }
+  // And the running instruction set runs its own, bit for bit, whichever variant is asked for (a
+  // variant not compiled on it would stop the program: conv2d_winograd_choice.hpp).
+  INFO("instruction set " << isa_name(cpu::active_isa()));
+  const auto automatic = forward_backward<L>();
+  for (const ConvAlgorithm a : {ConvAlgorithm::winograd_f2, ConvAlgorithm::winograd_f4}) {
+    DefaultAlgorithmScope scope(a);
+    CHECK(forward_backward<L>() == automatic);
+  }
+}

@@ -66,7 +66,7 @@ struct DirectPath : WeightGradPath {
     }
     if constexpr (cpu::winograd::applicable<Gk>) {
       // Only the algorithms compiled for Gk are referenced (conv_algorithm never returns another).
-      switch (cpu::conv_algorithm<Gk>()) {
+      switch (cpu::conv_algorithm<Gk>(isa)) {
       case cpu::ConvAlgorithm::winograd_f2:
         if constexpr (cpu::winograd::compiled<Gk, cpu::ConvAlgorithm::winograd_f2>)
           return run_winograd<G, Gk, 2>(ctx, isa, w, transpose_rotate, bias, batch, ws, pad, unpad);

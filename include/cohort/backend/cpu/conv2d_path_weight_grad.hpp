@@ -112,7 +112,7 @@ struct WeightGradPath : Common {
   static bool winograd_weight_grad(CpuContext& ctx, Isa isa, const T* x, const Source& dy, float* dw, float* db,
                                    std::size_t batch, bool accumulate) {
     if constexpr (cpu::winograd::applicable<G>) {
-      switch (cpu::conv_algorithm<G>()) { // (only the algorithms compiled for G: conv2d_path_direct.hpp)
+      switch (cpu::conv_algorithm<G>(isa)) { // (only the algorithms compiled for G: conv2d_path_direct.hpp)
       case cpu::ConvAlgorithm::winograd_f2:
         if constexpr (cpu::winograd::compiled<G, cpu::ConvAlgorithm::winograd_f2>) {
           winograd_weight_grad<G, 2>(ctx, isa, x, dy, dw, db, batch, accumulate);

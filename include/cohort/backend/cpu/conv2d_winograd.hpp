@@ -42,6 +42,7 @@
 #include <string_view>
 
 #include "cohort/backend/cpu/conv2d_direct.hpp"
+#include "cohort/backend/cpu/conv2d_winograd_choice.hpp"
 #include "cohort/backend/cpu/conv2d_winograd_forward.hpp"
 #include "cohort/backend/cpu/conv2d_winograd_transform.hpp"
 #include "cohort/backend/cpu/conv2d_winograd_weight_grad.hpp"
@@ -53,25 +54,6 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace cohort::cpu {
-
-/// How a stride-1 convolution is computed on the CPU.
-enum class ConvAlgorithm : std::uint8_t {
-  automatic,   ///< per layer: what the measurements in bench/RESULTS.md chose (winograd::choose)
-  direct,      ///< the direct kernel (conv2d_direct.hpp): the smallest error
-  winograd_f2, ///< Winograd F(2x2, r x r)
-  winograd_f4, ///< Winograd F(4x4, r x r)
-};
-
-/// Whether every convolution algorithm is compiled for every layer it applies to (then any of them
-/// can be selected at run time), or only each layer's automatic choice and the direct kernel (the
-/// default). COHORT_CONV_ALL_ALGORITHMS turns the first on; like the instruction-set macros
-/// (simd.hpp) it must be the same in every unit of a program, and the compiled kernel library
-/// exports its own (CMake option COHORT_KERNELS_ALL_CONV_ALGORITHMS).
-#ifdef COHORT_CONV_ALL_ALGORITHMS
-inline constexpr bool all_conv_algorithms = true;
-#else
-inline constexpr bool all_conv_algorithms = false;
-#endif
 
 namespace winograd {
 
@@ -118,75 +100,24 @@ inline ConvAlgorithm algorithm_from_environment() noexcept {
 }
 } // namespace detail
 
-/// What `automatic` picks for Gk on the instruction set `isa`: a table measured per vector width
-/// (bench/RESULTS.md, "Winograd"; "F(4x4) by default on AVX2"), 3x3 kernels only (model B's 5x5
-/// layer gains forward and loses more in dW), never below 16 channels on either side.
-///
-/// - AVX-512 (and the baseline): F(2x2, 3x3) where both sides have at least 32 channels. With
-///   16 channels the transforms cost more than the products save (ResNet-20's first stage: 1.4x
-///   slower), and F(4x4) paid only on model D's layers, where its error is not promised.
-/// - AVX2 (16 vector registers, so the direct kernel's register tile is half as tall and runs at
-///   ~40-60% of the FMA peak): F(4x4, 3x3) on narrow layers (16-23 channels on the smaller side)
-///   and on planes of at most 8x8, where its 2x2 tiles of 4x4 waste no more than F(2x2)'s; F(2x2)
-///   on the rest with >= 24 channels. F(4x4) only up to 96 input channels: its error grows with
-///   the length of the sums, and tests/backend/cpu/conv2d_winograd.cpp bounds it (2e-5 of the
-///   largest value) on layers up to 96 channels.
-///
-/// F(2x2, 3x3)'s error is no larger than the direct kernel's; F(4x4)'s is 4-15x the direct one
-/// and still within the 1e-5 PyTorch parity bounds of the models that take it.
-template <class Gk>
-constexpr ConvAlgorithm choose(Isa isa) noexcept {
-  if constexpr (!applicable<Gk> || Gk::kernel != 3) {
-    (void)isa;
-    return ConvAlgorithm::direct;
-  } else {
-    constexpr std::size_t narrow = std::min(Gk::in_channels, Gk::out_channels);
-    if (narrow < 16) return ConvAlgorithm::direct;
-    if (isa == Isa::avx2) {
-      if (Gk::in_channels <= 96 && (narrow < 24 || Gk::out_h <= 8)) return ConvAlgorithm::winograd_f4;
-      return narrow >= 24 ? ConvAlgorithm::winograd_f2 : ConvAlgorithm::direct;
-    }
-    return narrow >= 32 ? ConvAlgorithm::winograd_f2 : ConvAlgorithm::direct;
-  }
-}
-
-namespace detail {
-/// Whether A is Gk's automatic choice on `isa` and that path is compiled (simd.hpp's
-/// compiled_isa: `-march=native` on an AVX-512 machine compiles no AVX2 table's choices).
-template <class Gk, ConvAlgorithm A>
-constexpr bool chosen_on(Isa isa) noexcept {
-  return compiled_isa(isa) && choose<Gk>(isa) == A;
-}
-} // namespace detail
-
-/// Whether algorithm A is compiled for the convolution Gk, and so can run it. The direct kernel
-/// always is, and so is the layer's automatic choice on every instruction set the program
-/// compiles (it picks its path at run time); the other Winograd variants only with
-/// COHORT_CONV_ALL_ALGORITHMS. Those are opt-in, and compiling them for every layer cost three
-/// quarters of a 16-channel layer's kernels (ResNet-20's first stage, bench/RESULTS.md "Compile
-/// time").
-template <class Gk, ConvAlgorithm A>
-inline constexpr bool compiled = A == ConvAlgorithm::direct ||
-                                 (applicable<Gk> && A != ConvAlgorithm::automatic &&
-                                  (all_conv_algorithms || detail::chosen_on<Gk, A>(Isa::avx512) ||
-                                   detail::chosen_on<Gk, A>(Isa::avx2) || detail::chosen_on<Gk, A>(Isa::generic)));
-
 } // namespace winograd
 
 /// Sets the algorithm of every stride-1 convolution the CPU backend runs from now on
 /// (`automatic` restores the per-layer default). Overrides COHORT_CONV_ALGORITHM. A layer for
-/// which the algorithm is not compiled (winograd::compiled: Winograd where it cannot run, the
-/// opt-in variants without COHORT_CONV_ALL_ALGORITHMS) keeps its default; conv_algorithm<Gk>()
-/// says what it runs.
+/// which the algorithm is not compiled on the running instruction set (winograd::compiled_on:
+/// Winograd where it cannot run, the opt-in variants without COHORT_CONV_ALL_ALGORITHMS) keeps
+/// its default; conv_algorithm<Gk>() says what it runs.
 inline void set_conv_algorithm(ConvAlgorithm a) noexcept {
   winograd::detail::algorithm_override().store(int(a), std::memory_order_relaxed);
 }
 
-/// The algorithm the convolution Gk runs with now: the one set (set_conv_algorithm, else
-/// COHORT_CONV_ALGORITHM) where it is compiled for Gk, else Gk's automatic choice.
+/// The algorithm the convolution Gk runs with now on the instruction set `isa`: the one set
+/// (set_conv_algorithm, else COHORT_CONV_ALGORITHM) where it is compiled for Gk on `isa`, else
+/// Gk's automatic choice there.
 template <class Gk>
-ConvAlgorithm conv_algorithm() noexcept {
+ConvAlgorithm conv_algorithm(Isa isa) noexcept {
   if constexpr (!winograd::applicable<Gk>) {
+    (void)isa;
     return ConvAlgorithm::direct;
   } else {
     const int set = winograd::detail::algorithm_override().load(std::memory_order_relaxed);
@@ -195,16 +126,21 @@ ConvAlgorithm conv_algorithm() noexcept {
     case ConvAlgorithm::direct:
       return a;
     case ConvAlgorithm::winograd_f2:
-      if constexpr (winograd::compiled<Gk, ConvAlgorithm::winograd_f2>) return a;
+      if (winograd::compiled_on<Gk, ConvAlgorithm::winograd_f2>(isa)) return a;
       break;
     case ConvAlgorithm::winograd_f4:
-      if constexpr (winograd::compiled<Gk, ConvAlgorithm::winograd_f4>) return a;
+      if (winograd::compiled_on<Gk, ConvAlgorithm::winograd_f4>(isa)) return a;
       break;
     default:
       break;
     }
-    return winograd::choose<Gk>(active_isa());
+    return winograd::choose<Gk>(isa);
   }
+}
+/// conv_algorithm on the instruction set the CPU backend runs (active_isa).
+template <class Gk>
+ConvAlgorithm conv_algorithm() noexcept {
+  return conv_algorithm<Gk>(active_isa());
 }
 
 } // namespace cohort::cpu

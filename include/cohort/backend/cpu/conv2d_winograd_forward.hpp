@@ -19,6 +19,7 @@
 #include "cohort/backend/cpu/simd.hpp"
 #include "cohort/tensor/buffer.hpp"
 
+#include "cohort/backend/cpu/conv2d_winograd_choice.hpp"
 #include "cohort/backend/cpu/conv2d_winograd_transform.hpp"
 
 #pragma GCC diagnostic push
@@ -178,7 +179,7 @@ COHORT_WINOGRAD_ENTRY(generic, , 4)
 template <class Gk, std::size_t M, class Pad, class Unpad>
 void run_group_dispatch(Isa isa, std::size_t first, std::size_t count, const float* u, const float* bias,
                         float* scratch, float* xt, float* yw, Pad& pad, Unpad& unpad) {
-  dispatch_isa(
+  dispatch_compiled<Gk, M>(
       isa, [&] { run_group_avx512<Gk, M>(first, count, u, bias, scratch, xt, yw, pad, unpad); },
       [&] { run_group_avx2<Gk, M>(first, count, u, bias, scratch, xt, yw, pad, unpad); },
       [&] { run_group_generic<Gk, M>(first, count, u, bias, scratch, xt, yw, pad, unpad); });

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "cohort/backend/cpu/conv2d_direct.hpp"
+#include "cohort/backend/cpu/conv2d_winograd_choice.hpp"
 #include "cohort/backend/cpu/gemm.hpp"
 #include "cohort/backend/cpu/simd.hpp"
 #include "cohort/tensor/buffer.hpp"
@@ -172,7 +173,7 @@ COHORT_WINOGRAD_GRAD_ENTRY(generic, , 4)
 template <class G, std::size_t M>
 void grad_sample_dispatch(Isa isa, const float* xt, const float* dyt, float* xh, float* xp, float* dh, std::size_t t0,
                           std::size_t rows) {
-  dispatch_isa(
+  dispatch_compiled<G, M>(
       isa, [&] { grad_sample_avx512<G, M>(xt, dyt, xh, xp, dh, t0, rows); },
       [&] { grad_sample_avx2<G, M>(xt, dyt, xh, xp, dh, t0, rows); },
       [&] { grad_sample_generic<G, M>(xt, dyt, xh, xp, dh, t0, rows); });
@@ -180,7 +181,7 @@ void grad_sample_dispatch(Isa isa, const float* xt, const float* dyt, float* xh,
 template <class G, std::size_t M>
 void grad_multiply_dispatch(Isa isa, const float* xp, const float* dh, float* acc, std::size_t rows, std::size_t pos0,
                             std::size_t pos1, bool first) {
-  dispatch_isa(
+  dispatch_compiled<G, M>(
       isa, [&] { grad_multiply_avx512<G, M>(xp, dh, acc, rows, pos0, pos1, first); },
       [&] { grad_multiply_avx2<G, M>(xp, dh, acc, rows, pos0, pos1, first); },
       [&] { grad_multiply_generic<G, M>(xp, dh, acc, rows, pos0, pos1, first); });
