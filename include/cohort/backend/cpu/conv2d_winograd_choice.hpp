@@ -6,6 +6,7 @@
 /// Winograd kernel only for the instruction sets that can run it, so a layer whose F(4x4) is
 /// AVX2's choice alone compiles no AVX-512 or baseline F(4x4) (issue 36: the per-ISA table).
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
