@@ -158,6 +158,11 @@ int main(int argc, char** argv) {
       throw cohort::ValueError("--compress and --error-feedback compress what ranks send each other: they need "
                                "--parallel ddp (found --parallel " +
                                o.parallel + ")");
+    // A setting of a feature that is off would be silently ignored: refused instead.
+    if (app.count("--lookahead-alpha") && o.lookahead_k == 0)
+      throw cohort::ValueError("--lookahead-alpha is Lookahead's step: it needs --lookahead K");
+    if (app.count("--ema-every") && o.ema == 0)
+      throw cohort::ValueError("--ema-every is the weight average's interval: it needs --ema DECAY");
     if (o.error_feedback && o.compress == "none")
       throw cohort::ValueError("--error-feedback carries compression's rounding error: it needs --compress bf16|fp16");
     std::string model = o.model;

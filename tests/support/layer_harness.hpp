@@ -30,7 +30,8 @@ template <class S, class L>
 using single_layer_net = typename single_layer<S, L>::type;
 
 /// Tolerance of the layer parity tests: max |cohort - torch| <= 1e-5 * max |torch| per tensor
-/// (check_layer_fixture: float_parity_rtol(), 2e-5 on the AVX2 path, which runs Winograd F(4x4)).
+/// (check_layer_fixture: float_parity_rtol(), 2e-5 on the AVX2 and AVX-512 paths, which run
+/// Winograd F(4x4) on some layers).
 inline constexpr double layer_rtol = 1e-5;
 
 /// Checks the parameter gradients ("g.*") and buffers after the pass ("after.*") of fixture `f`

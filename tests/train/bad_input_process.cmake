@@ -71,4 +71,15 @@ execute_process(COMMAND ${EXE} --data-dir ${WORK}/data --model C --tta mirror --
 if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "--tta: mirror not in {none,flip}")
   message(FATAL_ERROR "an unknown --tta was not reported clearly (exit ${rc}): ${out}${err}")
 endif()
-message(STATUS "bad lookahead / tta: ${out}${err}")
+# A setting of Lookahead or EMA without the feature itself would be ignored: refused, naming both.
+execute_process(COMMAND ${EXE} --data-dir ${WORK}/data --model C --lookahead-alpha 0.8 --max-steps 1
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "train_mnist: --lookahead-alpha is Lookahead's step: it needs --lookahead K")
+  message(FATAL_ERROR "--lookahead-alpha without --lookahead was not reported (exit ${rc}): ${out}${err}")
+endif()
+execute_process(COMMAND ${EXE} --data-dir ${WORK}/data --model C --ema-every 4 --max-steps 1
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "train_mnist: --ema-every is the weight average's interval: it needs --ema DECAY")
+  message(FATAL_ERROR "--ema-every without --ema was not reported (exit ${rc}): ${out}${err}")
+endif()
+message(STATUS "bad lookahead / tta / ema: ${out}${err}")

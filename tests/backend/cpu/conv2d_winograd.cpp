@@ -296,6 +296,17 @@ TEST_CASE("Winograd: which layers use it (automatic), and the override") {
   static_assert(cpu::winograd::choose<F24>(avx512) == ConvAlgorithm::direct);
   static_assert(cpu::winograd::choose<B2>(avx512) == ConvAlgorithm::direct);
   static_assert(cpu::winograd::choose<R16>(Isa::generic) == ConvAlgorithm::direct);
+  // AVX-512: F(4x4) on planes of at most 8x8 with 32-96 channels (ResNet-20's last stage,
+  // FastResNet's 7x7 layers); the baseline keeps F(2x2) there.
+  using R64 = Conv2dGeometry<64, 64, 7, 7, 3, 1, 1>;
+  static_assert(cpu::winograd::choose<R64>(avx512) == ConvAlgorithm::winograd_f4);
+  static_assert(cpu::winograd::choose<F7>(avx512) == ConvAlgorithm::winograd_f4);
+  static_assert(cpu::winograd::choose<Conv2dGeometry<48, 96, 7, 7, 3, 1, 1>>(avx512) == ConvAlgorithm::winograd_f4);
+  static_assert(cpu::winograd::choose<Conv2dGeometry<128, 128, 7, 7, 3, 1, 1>>(avx512) == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::choose<Conv2dGeometry<48, 48, 14, 14, 3, 1, 1>>(avx512) == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::choose<Conv2dGeometry<24, 24, 7, 7, 3, 1, 1>>(avx512) == ConvAlgorithm::direct);
+  static_assert(cpu::winograd::choose<R64>(Isa::generic) == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::choose<F7>(Isa::generic) == ConvAlgorithm::winograd_f2);
   // AVX2's table: F(4x4) on narrow layers and small planes up to 96 input channels, F(2x2) on
   // the rest from 24 channels.
   static_assert(cpu::winograd::choose<R16>(avx2) == ConvAlgorithm::winograd_f4);

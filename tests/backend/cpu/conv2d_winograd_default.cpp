@@ -56,6 +56,21 @@ std::vector<float> forward_backward() {
   for (const auto* v : {&dx, &dw, &db}) y.insert(y.end(), v->begin(), v->end());
   return y;
 }
+/// forward_backward's y, dX, dW and db under F(4x4), each within the opt-in F(4x4)'s bound of the
+/// direct kernel's (tests/backend/cpu/conv2d_winograd.cpp), and not equal to them: F(4x4) ran.
+template <class G>
+void check_f4_against_direct(const std::vector<float>& f4, const std::vector<float>& direct) {
+  constexpr std::size_t batch = 3;
+  const std::size_t sizes[] = {batch * G::out_size, batch * G::in_size, G::out_channels * G::patch, G::out_channels};
+  const char* names[] = {"y", "dx", "dw", "db"};
+  std::size_t at = 0;
+  for (int t = 0; t < 4; ++t) {
+    const std::span<const float> a(f4.data() + at, sizes[t]), d(direct.data() + at, sizes[t]);
+    COHORT_CHECK_CLOSE(a, d, t == 3 ? 1e-6 : 2e-5, names[t]);
+    at += sizes[t];
+  }
+  CHECK(f4 != direct);
+}
 } // namespace
 
 TEST_CASE("Winograd (default build): a layer compiles its automatic choice and the direct kernel only") {
@@ -117,52 +132,53 @@ TEST_CASE("Winograd (default build): a layer runs the running instruction set's 
     CHECK(automatic == direct);
     return;
   }
-  // y, dX, dW, db, each within the opt-in F(4x4)'s bound (tests/backend/cpu/conv2d_winograd.cpp).
-  using G = NarrowLayer;
-  constexpr std::size_t batch = 3;
-  const std::size_t sizes[] = {batch * G::out_size, batch * G::in_size, G::out_channels * G::patch, G::out_channels};
-  const char* names[] = {"y", "dx", "dw", "db"};
-  std::size_t at = 0;
-  for (int t = 0; t < 4; ++t) {
-    const std::span<const float> a(automatic.data() + at, sizes[t]), d(direct.data() + at, sizes[t]);
-    COHORT_CHECK_CLOSE(a, d, t == 3 ? 1e-6 : 2e-5, names[t]);
-    at += sizes[t];
-  }
-  CHECK(automatic != direct); // it ran F(4x4), not the direct kernel
+  check_f4_against_direct<NarrowLayer>(automatic, direct);
 }
 
 TEST_CASE("Winograd (default build): a variant is compiled only for the instruction sets whose choice it is") {
-  // 32 channels on an 8x8 plane: F(4x4) on AVX2, F(2x2) on AVX-512 and the baseline. The program
+  // 32 channels on an 8x8 plane: F(4x4) on AVX2 and AVX-512, F(2x2) on the baseline. The program
   // holds both, but neither for the other instruction sets: asked for, each keeps its own.
   using L = Conv2dGeometry<32, 32, 8, 8, 3, 1, 1>;
   using cpu::winograd::compiled_on;
   static_assert(cpu::winograd::choose<L>(Isa::avx2) == ConvAlgorithm::winograd_f4);
-  static_assert(cpu::winograd::choose<L>(Isa::avx512) == ConvAlgorithm::winograd_f2);
+  static_assert(cpu::winograd::choose<L>(Isa::avx512) == ConvAlgorithm::winograd_f4);
   static_assert(cpu::winograd::choose<L>(Isa::generic) == ConvAlgorithm::winograd_f2);
   static_assert(cpu::winograd::compiled<L, ConvAlgorithm::winograd_f2> &&
                 cpu::winograd::compiled<L, ConvAlgorithm::winograd_f4>);
-  static_assert(!compiled_on<L, ConvAlgorithm::winograd_f4>(Isa::avx512) &&
-                !compiled_on<L, ConvAlgorithm::winograd_f4>(Isa::generic) &&
-                !compiled_on<L, ConvAlgorithm::winograd_f2>(Isa::avx2));
+  static_assert(!compiled_on<L, ConvAlgorithm::winograd_f2>(Isa::avx512) &&
+                !compiled_on<L, ConvAlgorithm::winograd_f2>(Isa::avx2) &&
+                !compiled_on<L, ConvAlgorithm::winograd_f4>(Isa::generic));
   static_assert(compiled_on<L, ConvAlgorithm::winograd_f4>(Isa::avx2) == cpu::compiled_isa(Isa::avx2));
-  static_assert(compiled_on<L, ConvAlgorithm::winograd_f2>(Isa::avx512) == cpu::compiled_isa(Isa::avx512));
+  static_assert(compiled_on<L, ConvAlgorithm::winograd_f4>(Isa::avx512) == cpu::compiled_isa(Isa::avx512));
+  static_assert(compiled_on<L, ConvAlgorithm::winograd_f2>(Isa::generic));
   {
     DefaultAlgorithmScope scope(ConvAlgorithm::winograd_f2);
     CHECK(cpu::conv_algorithm<L>(Isa::avx2) == ConvAlgorithm::winograd_f4);
-    CHECK(cpu::conv_algorithm<L>(Isa::avx512) == ConvAlgorithm::winograd_f2);
+    CHECK(cpu::conv_algorithm<L>(Isa::avx512) == ConvAlgorithm::winograd_f4);
+    CHECK(cpu::conv_algorithm<L>(Isa::generic) == ConvAlgorithm::winograd_f2);
   }
   {
     DefaultAlgorithmScope scope(ConvAlgorithm::winograd_f4);
-    CHECK(cpu::conv_algorithm<L>(Isa::avx512) == ConvAlgorithm::winograd_f2);
     CHECK(cpu::conv_algorithm<L>(Isa::generic) == ConvAlgorithm::winograd_f2);
+    CHECK(cpu::conv_algorithm<L>(Isa::avx512) == ConvAlgorithm::winograd_f4);
     CHECK(cpu::conv_algorithm<L>(Isa::avx2) == ConvAlgorithm::winograd_f4);
   }
   // And the running instruction set runs its own, bit for bit, whichever variant is asked for (a
   // variant not compiled on it would stop the program: conv2d_winograd_choice.hpp).
-  INFO("instruction set " << isa_name(cpu::active_isa()));
+  const Isa isa = cpu::active_isa();
+  INFO("instruction set " << isa_name(isa));
   const auto automatic = forward_backward<L>();
   for (const ConvAlgorithm a : {ConvAlgorithm::winograd_f2, ConvAlgorithm::winograd_f4}) {
     DefaultAlgorithmScope scope(a);
     CHECK(forward_backward<L>() == automatic);
   }
+  // Where the choice is F(4x4), it is F(4x4) that runs: within its bound of the direct kernel
+  // (tests/backend/cpu/conv2d_winograd.cpp), and not equal to it.
+  std::vector<float> direct;
+  {
+    DefaultAlgorithmScope scope(ConvAlgorithm::direct);
+    direct = forward_backward<L>();
+  }
+  if (cpu::winograd::choose<L>(isa) == ConvAlgorithm::winograd_f4) check_f4_against_direct<L>(automatic, direct);
+  CHECK(automatic != direct);
 }

@@ -52,9 +52,11 @@ namespace winograd {
 /// (bench/RESULTS.md, "Winograd"; "F(4x4) by default on AVX2"), 3x3 kernels only (model B's 5x5
 /// layer gains forward and loses more in dW), never below 16 channels on either side.
 ///
-/// - AVX-512 (and the baseline): F(2x2, 3x3) where both sides have at least 32 channels. With
-///   16 channels the transforms cost more than the products save (ResNet-20's first stage: 1.4x
-///   slower), and F(4x4) paid only on model D's layers, where its error is not promised.
+/// - AVX-512: F(4x4, 3x3) on planes of at most 8x8 with 32-96 channels (ResNet-20's last stage,
+///   FastResNet's 7x7 layers: 1.25-1.5x faster than F(2x2) on Intel, fwd+bwd), F(2x2, 3x3) on the
+///   rest where both sides have at least 32 channels. With 16 channels the transforms cost more
+///   than the products save (ResNet-20's first stage: 1.4x slower with F(2x2), 1.45x with F(4x4)).
+/// - The baseline: F(2x2) from 32 channels, the AVX-512 table before F(4x4) (not measured since).
 /// - AVX2 (16 vector registers, so the direct kernel's register tile is half as tall and runs at
 ///   ~40-60% of the FMA peak): F(4x4, 3x3) on narrow layers (16-23 channels on the smaller side)
 ///   and on planes of at most 8x8, where its 2x2 tiles of 4x4 waste no more than F(2x2)'s; F(2x2)
@@ -63,7 +65,8 @@ namespace winograd {
 ///   largest value) on layers up to 96 channels.
 ///
 /// F(2x2, 3x3)'s error is no larger than the direct kernel's; F(4x4)'s is 4-15x the direct one
-/// and still within the 1e-5 PyTorch parity bounds of the models that take it.
+/// and within the PyTorch parity bound of the models that take it (2e-5 of a tensor's largest
+/// value on the AVX2 and AVX-512 paths: tests/support/compare.hpp).
 template <class Gk>
 constexpr ConvAlgorithm choose(Isa isa) noexcept {
   if constexpr (!applicable<Gk> || Gk::kernel != 3) {
@@ -76,7 +79,9 @@ constexpr ConvAlgorithm choose(Isa isa) noexcept {
       if (Gk::in_channels <= 96 && (narrow < 24 || Gk::out_h <= 8)) return ConvAlgorithm::winograd_f4;
       return narrow >= 24 ? ConvAlgorithm::winograd_f2 : ConvAlgorithm::direct;
     }
-    return narrow >= 32 ? ConvAlgorithm::winograd_f2 : ConvAlgorithm::direct;
+    if (narrow < 32) return ConvAlgorithm::direct;
+    if (isa == Isa::avx512 && Gk::in_channels <= 96 && Gk::out_h <= 8) return ConvAlgorithm::winograd_f4;
+    return ConvAlgorithm::winograd_f2;
   }
 }
 
