@@ -53,7 +53,7 @@ namespace winograd {
 /// layer gains forward and loses more in dW), never below 16 channels on either side.
 ///
 /// - AVX-512: F(4x4, 3x3) on planes of at most 8x8 with 32-96 channels (ResNet-20's last stage,
-///   FastResNet's 7x7 layers: 1.25-1.5x faster than F(2x2) on Intel, fwd+bwd), F(2x2, 3x3) on the
+///   FastResNet's 7x7 layers: 1.2-1.3x faster than F(2x2) on Intel, fwd+bwd), F(2x2, 3x3) on the
 ///   rest where both sides have at least 32 channels. With 16 channels the transforms cost more
 ///   than the products save (ResNet-20's first stage: 1.4x slower with F(2x2), 1.45x with F(4x4)).
 /// - The baseline: F(2x2) from 32 channels, the AVX-512 table before F(4x4) (not measured since).
