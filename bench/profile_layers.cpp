@@ -139,16 +139,16 @@ int main(int argc, char** argv) {
     std::printf("bf16 dot-product engine: %s\n", cpu::bf16_dot_name(cpu::bf16_dot_engine()));
     if (model == "A")
       profile<ModelA, NllLoss<>, Adadelta<>, MixedPrecision<bf16>>("A", Adadelta({.lr = 0.5}), batch, steps, peak);
-    if (model == "B")
+    else if (model == "B")
       profile<ModelB, CrossEntropyLoss<>, Sgd<>, MixedPrecision<bf16>>("B", Sgd({.lr = 0.01, .momentum = 0.9}), batch,
                                                                        steps, peak);
-    if (model == "C")
+    else if (model == "C")
       profile<ModelC, CrossEntropyLoss<>, Adam<>, MixedPrecision<bf16>>("C", Adam({.lr = 1e-3, .eps = 1e-7}), batch,
                                                                         steps, peak);
-    if (model == "D")
+    else if (model == "D")
       profile<ModelD, CrossEntropyLoss<>, Adam<>, MixedPrecision<bf16>>("D", Adam({.lr = 1e-3, .eps = 1e-7}), batch,
                                                                         steps, peak);
-    if (model != "A" && model != "B" && model != "C" && model != "D") {
+    else {
       // A bf16 engine per network would add to this program's compile; the ResNets' bf16 steps
       // are timed whole by bench/resnet_compare.py --precision bf16.
       std::fprintf(stderr, "profile_layers: --precision bf16 profiles models A-D, not '%s'\n", model.c_str());

@@ -74,13 +74,16 @@ constexpr ConvAlgorithm choose(Isa isa) noexcept {
     return ConvAlgorithm::direct;
   } else {
     constexpr std::size_t narrow = std::min(Gk::in_channels, Gk::out_channels);
+    // Where F(4x4) may run at all: its error is bounded up to 96 input channels.
+    constexpr bool f4_channels = Gk::in_channels <= 96;
+    constexpr bool small_plane = Gk::out_h <= 8;
     if (narrow < 16) return ConvAlgorithm::direct;
     if (isa == Isa::avx2) {
-      if (Gk::in_channels <= 96 && (narrow < 24 || Gk::out_h <= 8)) return ConvAlgorithm::winograd_f4;
+      if (f4_channels && (narrow < 24 || small_plane)) return ConvAlgorithm::winograd_f4;
       return narrow >= 24 ? ConvAlgorithm::winograd_f2 : ConvAlgorithm::direct;
     }
     if (narrow < 32) return ConvAlgorithm::direct;
-    if (isa == Isa::avx512 && Gk::in_channels <= 96 && Gk::out_h <= 8) return ConvAlgorithm::winograd_f4;
+    if (isa == Isa::avx512 && f4_channels && small_plane) return ConvAlgorithm::winograd_f4;
     return ConvAlgorithm::winograd_f2;
   }
 }
