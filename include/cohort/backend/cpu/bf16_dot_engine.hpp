@@ -72,6 +72,7 @@ inline constexpr int probe_chains = 24;
 /// Multiply-adds per second of `iters` rounds of probe_chains dependent FMAs (16 lanes).
 __attribute__((target("avx512f,fma"), noinline)) inline double fma_rate(long iters) noexcept {
   __m512 acc[probe_chains];
+#pragma GCC unroll 32
   for (int i = 0; i < probe_chains; ++i) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
   const auto t0 = std::chrono::steady_clock::now();
@@ -81,6 +82,7 @@ __attribute__((target("avx512f,fma"), noinline)) inline double fma_rate(long ite
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   float sink = 0;
+#pragma GCC unroll 32
   for (int i = 0; i < probe_chains; ++i) sink += _mm512_cvtss_f32(acc[i]);
   asm volatile("" ::"x"(sink)); // the sums are used: the loop stays
   return double(iters) * probe_chains * 16 / s;
@@ -88,6 +90,7 @@ __attribute__((target("avx512f,fma"), noinline)) inline double fma_rate(long ite
 /// The same for VDPBF16PS (32 multiply-adds an instruction).
 __attribute__((target("avx512f,avx512bf16"), noinline)) inline double bf16_dot_rate(long iters) noexcept {
   __m512 acc[probe_chains];
+#pragma GCC unroll 32
   for (int i = 0; i < probe_chains; ++i) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
   const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x33d633d6);
   const auto t0 = std::chrono::steady_clock::now();
@@ -97,6 +100,7 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) inline double bf16_dot_r
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   float sink = 0;
+#pragma GCC unroll 32
   for (int i = 0; i < probe_chains; ++i) sink += _mm512_cvtss_f32(acc[i]);
   asm volatile("" ::"x"(sink));
   return double(iters) * probe_chains * 32 / s;

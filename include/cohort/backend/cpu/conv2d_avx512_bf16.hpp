@@ -65,8 +65,10 @@ COHORT_BF16_INLINE void forward_tile(const std::uint32_t* __restrict xn, const b
   constexpr std::size_t MR = forward_mr, cc = S::channel_block;
   const std::size_t r_in_block = r0 % 16;
   __m512 acc[MR][NV];
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r) {
     const __m512 init = _mm512_set1_ps(bias ? bias[(r0 + r) * 16] : 0.f);
+#pragma GCC unroll 32
     for (std::size_t v = 0; v < NV; ++v) acc[r][v] = init;
   }
   for (std::size_t t = 0; t < S::taps; ++t) {
@@ -80,16 +82,20 @@ COHORT_BF16_INLINE void forward_tile(const std::uint32_t* __restrict xn, const b
         asm volatile("" ::: "memory");
         const std::uint32_t* __restrict xs = xt + (cb * (cc / 2) + j) * V::plane;
         __m512bh x[NV];
+#pragma GCC unroll 32
         for (std::size_t v = 0; v < NV; ++v) x[v] = (__m512bh)_mm512_loadu_si512(xs + v * 16);
 #pragma GCC unroll 8
         for (std::size_t r = 0; r < MR; ++r) {
           const __m512bh w = broadcast_pair(at + r * cc + 2 * j);
+#pragma GCC unroll 32
           for (std::size_t v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], w, x[v]);
         }
       }
     }
   }
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r)
+#pragma GCC unroll 32
     for (std::size_t v = 0; v < NV; ++v) _mm512_storeu_ps(yn + (r0 + r) * V::positions + p0 + v * 16, acc[r][v]);
 }
 
@@ -131,7 +137,9 @@ COHORT_BF16_INLINE void grad_tile(const bfloat16* __restrict dyb, const std::uin
   using V = direct::Wide<G>;
   const std::size_t offset = V::offset(t), parity = offset % 2;
   __m512 acc[Rows][NB];
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < Rows; ++r)
+#pragma GCC unroll 32
     for (std::size_t v = 0; v < NB; ++v) acc[r][v] = _mm512_setzero_ps();
   for (std::size_t n = 0; n < count; ++n) {
     const bfloat16* __restrict a = dyb + n * S::dy_size + o0 * S::k_positions;
@@ -139,16 +147,20 @@ COHORT_BF16_INLINE void grad_tile(const bfloat16* __restrict dyb, const std::uin
     for (std::size_t q = 0; q < S::k_positions / 2; ++q) {
       asm volatile("" ::: "memory");
       __m512bh x[NB];
+#pragma GCC unroll 32
       for (std::size_t v = 0; v < NB; ++v) x[v] = (__m512bh)_mm512_loadu_si512(b + q * S::cols + v * 16);
 #pragma GCC unroll 16
       for (std::size_t r = 0; r < Rows; ++r) {
         const __m512bh d = broadcast_pair(a + r * S::k_positions + 2 * q);
+#pragma GCC unroll 32
         for (std::size_t v = 0; v < NB; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], d, x[v]);
       }
     }
   }
   float* c = part + (t * S::rows + o0) * S::cols + c0;
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < Rows; ++r)
+#pragma GCC unroll 32
     for (std::size_t v = 0; v < NB; ++v) _mm512_storeu_ps(c + r * S::cols + v * 16, acc[r][v]);
 }
 

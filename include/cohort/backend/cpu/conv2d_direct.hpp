@@ -123,10 +123,13 @@ COHORT_ALWAYS_INLINE void bias_grad_impl(const float* __restrict dyt, std::size_
     vec<W> acc[8] = {};
     for (std::size_t r = 0; r < rows; ++r) {
       const float* row = dyt + r * padded + c0;
+#pragma GCC unroll 32
       for (std::size_t v = 0; v < 8; ++v)
         if (v < nv) acc[v] += load<W>(row + v * W);
     }
-    for (std::size_t v = 0; v < nv; ++v) {
+#pragma GCC unroll 32
+    for (std::size_t v = 0; v < 8; ++v) { // (v < nv tested inside: a run-time index keeps acc in memory)
+      if (v >= nv) continue;
       float lanes[W];
       __builtin_memcpy(lanes, &acc[v], sizeof acc[v]);
       for (std::size_t l = 0; l < std::size_t(W) && c0 + v * W + l < cout; ++l) {

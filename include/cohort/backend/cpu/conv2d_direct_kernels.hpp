@@ -80,8 +80,10 @@ COHORT_ALWAYS_INLINE void forward_tile(const float* __restrict xt, const float* 
                                        float* __restrict yw) {
   using V = plan_t<G>;
   vec<W> acc[MR][NV];
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r) {
     const vec<W> init = broadcast<W>(bias && row0 + r < V::cout ? bias[row0 + r] : 0.f);
+#pragma GCC unroll 32
     for (std::size_t v = 0; v < NV; ++v) acc[r][v] = init;
   }
   for (std::size_t c = 0; c < V::cin; ++c) {
@@ -94,15 +96,19 @@ COHORT_ALWAYS_INLINE void forward_tile(const float* __restrict xt, const float* 
       asm volatile("" ::: "memory");
       const float* __restrict xs = xc + V::offset(t);
       vec<W> x[NV];
+#pragma GCC unroll 32
       for (std::size_t v = 0; v < NV; ++v) x[v] = load<W>(xs + v * W);
 #pragma GCC unroll 12
       for (std::size_t r = 0; r < MR; ++r) {
         const vec<W> wv = broadcast<W>(wc[t * MR + r]);
+#pragma GCC unroll 32
         for (std::size_t v = 0; v < NV; ++v) acc[r][v] += wv * x[v];
       }
     }
   }
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r)
+#pragma GCC unroll 32
     for (std::size_t v = 0; v < NV; ++v) store<W>(yw + (row0 + r) * V::positions + p0 + v * W, acc[r][v]);
 }
 
@@ -191,7 +197,9 @@ COHORT_ALWAYS_INLINE void weight_grad_block(const float* __restrict xt, const fl
   constexpr std::size_t cp = padded_cout<G, W>, valid = V::ho * V::wo;
   const std::size_t k0 = c * V::taps + kh0 * K; // patch index of the tile's first entry
   vec<W> acc[J][Ov];
+#pragma GCC unroll 32
   for (std::size_t j = 0; j < J; ++j)
+#pragma GCC unroll 32
     for (std::size_t v = 0; v < Ov; ++v) acc[j][v] = first ? vec<W>{} : load<W>(dwt + (k0 + j) * cp + o0 + v * W);
   for (std::size_t n = 0; n < nb; ++n) {
     const float* __restrict xn = xt + (n * V::cin + c) * V::channel_stride + V::row_offset(kh0);
@@ -200,6 +208,7 @@ COHORT_ALWAYS_INLINE void weight_grad_block(const float* __restrict xt, const fl
       for (std::size_t w = 0; w < V::wo; ++w, drow += cp) {
         const float* __restrict xp = xn + h * V::wp + w;
         vec<W> d[Ov];
+#pragma GCC unroll 32
         for (std::size_t v = 0; v < Ov; ++v) d[v] = load<W>(drow + v * W);
 #pragma GCC unroll 25
         for (std::size_t j = 0; j < J; ++j) {
@@ -209,7 +218,9 @@ COHORT_ALWAYS_INLINE void weight_grad_block(const float* __restrict xt, const fl
         }
       }
   }
+#pragma GCC unroll 32
   for (std::size_t j = 0; j < J; ++j)
+#pragma GCC unroll 32
     for (std::size_t v = 0; v < Ov; ++v) store<W>(dwt + (k0 + j) * cp + o0 + v * W, acc[j][v]);
 }
 
@@ -250,6 +261,7 @@ COHORT_ALWAYS_INLINE void channel_grad_pass(const float* __restrict xt, const fl
   constexpr std::size_t K = V::k, E = Rows * K, taps = V::taps;
   vec<W> a[E];
   vec<W> bias = load<W>(acc + taps * W);
+#pragma GCC unroll 32
   for (std::size_t j = 0; j < E; ++j) a[j] = load<W>(acc + (kh0 * K + j) * W);
   for (std::size_t n = 0; n < nb; ++n) {
     const float* __restrict x = xt + n * V::plane + kh0 * V::wp;
@@ -261,6 +273,7 @@ COHORT_ALWAYS_INLINE void channel_grad_pass(const float* __restrict xt, const fl
       for (std::size_t j = 0; j < E; ++j) a[j] += dv * load<W>(x + p + (j / K) * V::wp + j % K);
     }
   }
+#pragma GCC unroll 32
   for (std::size_t j = 0; j < E; ++j) store<W>(acc + (kh0 * K + j) * W, a[j]);
   if (kh0 == 0) store<W>(acc + taps * W, bias); // every pass sums the bias; the first one keeps it
 }

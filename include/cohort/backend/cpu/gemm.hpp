@@ -101,8 +101,10 @@ COHORT_ALWAYS_INLINE void micro_kernel(std::size_t kc, const float* __restrict a
                                        std::size_t ldc, std::size_t rows, std::size_t cols, float alpha, float beta) {
   constexpr std::size_t MR = GemmShape<W>::mr, NR = GemmShape<W>::nr;
   const float* arow[MR];
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r) arow[r] = a + std::min(r, rows - 1) * row_stride;
   vec<W> acc0[MR], acc1[MR];
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r) acc0[r] = acc1[r] = vec<W>{};
   for (std::size_t k = 0; k < kc; ++k) {
     const vec<W> b0 = load<W>(bp + k * NR), b1 = load<W>(bp + k * NR + W);
@@ -117,6 +119,7 @@ COHORT_ALWAYS_INLINE void micro_kernel(std::size_t kc, const float* __restrict a
   // Every index into the accumulators is a compile-time constant: a run-time one (rows < MR)
   // would make GCC keep them in memory for the whole kernel. Partial tiles go through a buffer.
   if (rows == MR && cols == NR) {
+#pragma GCC unroll 32
     for (std::size_t r = 0; r < MR; ++r) {
       float* crow = c + r * ldc;
       vec<W> v0 = acc0[r] * alpha, v1 = acc1[r] * alpha;
@@ -130,6 +133,7 @@ COHORT_ALWAYS_INLINE void micro_kernel(std::size_t kc, const float* __restrict a
     return;
   }
   float tile[MR * NR];
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r) {
     store<W>(tile + r * NR, acc0[r]);
     store<W>(tile + r * NR + W, acc1[r]);
@@ -148,8 +152,10 @@ COHORT_ALWAYS_INLINE void micro_kernel3(std::size_t kc, const float* __restrict 
                                         std::size_t ldc, std::size_t rows, std::size_t cols, float alpha, float beta) {
   constexpr std::size_t MR = GemmShape<W>::mr, NR = 3 * std::size_t(W);
   const float* arow[MR];
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r) arow[r] = a + std::min(r, rows - 1) * row_stride;
   vec<W> acc0[MR], acc1[MR], acc2[MR];
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r) acc0[r] = acc1[r] = acc2[r] = vec<W>{};
   for (std::size_t k = 0; k < kc; ++k) {
     const vec<W> b0 = load<W>(bp + k * NR), b1 = load<W>(bp + k * NR + W), b2 = load<W>(bp + k * NR + 2 * W);
@@ -163,6 +169,7 @@ COHORT_ALWAYS_INLINE void micro_kernel3(std::size_t kc, const float* __restrict 
     }
   }
   if (rows == MR && cols == NR) {
+#pragma GCC unroll 32
     for (std::size_t r = 0; r < MR; ++r) {
       float* crow = c + r * ldc;
       vec<W> v0 = acc0[r] * alpha, v1 = acc1[r] * alpha, v2 = acc2[r] * alpha;
@@ -178,6 +185,7 @@ COHORT_ALWAYS_INLINE void micro_kernel3(std::size_t kc, const float* __restrict 
     return;
   }
   float tile[MR * NR];
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r) {
     store<W>(tile + r * NR, acc0[r]);
     store<W>(tile + r * NR + W, acc1[r]);

@@ -170,11 +170,14 @@ COHORT_TARGET_AVX512_BF16 inline __attribute__((always_inline)) void
 bf16_step(__m512 (&acc)[MR][NP], const bfloat16* const (&ar)[MR], const bfloat16* b, std::size_t panel_stride,
           std::size_t at) {
   __m512bh bv[NP];
+#pragma GCC unroll 32
   for (std::size_t p = 0; p < NP; ++p) bv[p] = (__m512bh)_mm512_loadu_si512(b + p * panel_stride);
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r) {
     std::uint32_t pair = 0;
     std::memcpy(&pair, ar[r] + at, Bytes);
     const __m512bh av = (__m512bh)_mm512_set1_epi32(int(pair)); // a broadcast load
+#pragma GCC unroll 32
     for (std::size_t p = 0; p < NP; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], av, bv[p]);
   }
 }
@@ -187,13 +190,16 @@ bf16_tile(const bfloat16* a, std::size_t lda, const bfloat16* bp, std::size_t pa
           std::size_t q1, bool last_half, float* c, std::size_t ldc, bool load_c, std::size_t rows, std::size_t cols) {
   __m512 acc[MR][NP];
   const __mmask16 tail = cols >= NP * 16 ? __mmask16(0xFFFF) : __mmask16((1u << (cols - (NP - 1) * 16)) - 1);
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r)
+#pragma GCC unroll 32
     for (std::size_t p = 0; p < NP; ++p) {
       const __mmask16 m = p + 1 < NP ? __mmask16(0xFFFF) : tail;
       acc[r][p] = load_c && r < rows ? _mm512_maskz_loadu_ps(m, c + r * ldc + p * 16) : _mm512_setzero_ps();
     }
   // Rows past `rows` repeat row 0 (their sums are dropped): no branch in the loop.
   const bfloat16* ar[MR];
+#pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r) ar[r] = a + (r < rows ? r : 0) * lda;
   // The pair q of an odd k's last block is (a[k-1], 0): its second value is not read (the
   // packed B holds zeros opposite it).
@@ -201,10 +207,13 @@ bf16_tile(const bfloat16* a, std::size_t lda, const bfloat16* bp, std::size_t pa
   for (std::size_t q = q0; q < q_whole; ++q)
     bf16_step<MR, NP, 4>(acc, ar, bp + (q - q0) * 2 * bf16_panel, panel_stride, 2 * q);
   if (last_half) bf16_step<MR, NP, 2>(acc, ar, bp + (q_whole - q0) * 2 * bf16_panel, panel_stride, 2 * q_whole);
-  for (std::size_t r = 0; r < rows; ++r)
+    // r < MR with a test, not r < rows: a run-time index would keep acc in memory.
+#pragma GCC unroll 32
+  for (std::size_t r = 0; r < MR; ++r)
+#pragma GCC unroll 32
     for (std::size_t p = 0; p < NP; ++p) {
       const __mmask16 m = p + 1 < NP ? __mmask16(0xFFFF) : tail;
-      _mm512_mask_storeu_ps(c + r * ldc + p * 16, m, acc[r][p]);
+      if (r < rows) _mm512_mask_storeu_ps(c + r * ldc + p * 16, m, acc[r][p]);
     }
 }
 

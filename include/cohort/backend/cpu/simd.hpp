@@ -58,6 +58,14 @@ namespace cpu {
 #define COHORT_TARGET_AVX2
 #endif
 #define COHORT_ALWAYS_INLINE inline __attribute__((always_inline))
+// Register tiles: every loop that indexes an array of vector accumulators (its initialisation,
+// its updates, its stores) carries `#pragma GCC unroll`, so the array becomes registers. One loop
+// left rolled keeps the whole array in memory: GCC 12 under -mtune=skylake-avx512 (and icelake,
+// rocketlake: what -march=native picks on those CPUs) did that to the direct kernel's 8 x 3 tile,
+// whose init and store loops had no pragma; every FMA read and wrote the stack, 3x slower
+// (measured on a Sapphire Rapids VM that GCC took for a Rocket Lake). scripts/register-tiles.sh
+// compiles the kernel library under a tuning and lists the functions with stack traffic in
+// their loops; no CI test runs it yet.
 // A two-vector shuffle of 8 lanes by constant indices: GCC spells it __builtin_shuffle with an
 // index vector, Clang __builtin_shufflevector with the indices as arguments. (Clang builds the
 // fuzz targets, tests/fuzz/, which include this header through the optimisers.)
