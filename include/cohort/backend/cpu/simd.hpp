@@ -63,9 +63,9 @@ namespace cpu {
 // left rolled keeps the whole array in memory: GCC 12 under -mtune=skylake-avx512 (and icelake,
 // rocketlake: what -march=native picks on those CPUs) did that to the direct kernel's 8 x 3 tile,
 // whose init and store loops had no pragma; every FMA read and wrote the stack, 3x slower
-// (measured on a Sapphire Rapids VM that GCC took for a Rocket Lake). scripts/register-tiles.sh
-// compiles the kernel library under a tuning and lists the functions with stack traffic in
-// their loops; no CI test runs it yet.
+// (measured on a Sapphire Rapids VM that GCC took for a Rocket Lake). The test
+// cpu.register_tiles_stay_in_registers checks that kernel under those tunings;
+// scripts/register-tiles.sh lists every kernel library function with stack traffic in its loops.
 // A two-vector shuffle of 8 lanes by constant indices: GCC spells it __builtin_shuffle with an
 // index vector, Clang __builtin_shufflevector with the indices as arguments. (Clang builds the
 // fuzz targets, tests/fuzz/, which include this header through the optimisers.)
