@@ -150,23 +150,17 @@ COHORT_ALWAYS_INLINE void outer_tile(const float* __restrict dy, std::size_t ldd
   const std::size_t full = positions / W * W, tail = positions - full;
   for (std::size_t p = 0; p < full; p += W) {
     vec<W> xv[C];
-#pragma GCC unroll 32
     for (int c = 0; c < C; ++c) xv[c] = load<W>(x + std::size_t(c) * ldx + p);
-#pragma GCC unroll 32
     for (int r = 0; r < R; ++r) {
       const vec<W> d = load<W>(dy + std::size_t(r) * ldd + p);
-#pragma GCC unroll 32
       for (int c = 0; c < C; ++c) acc[r][c] += d * xv[c];
     }
   }
   if (tail) {
     vec<W> xv[C];
-#pragma GCC unroll 32
     for (int c = 0; c < C; ++c) xv[c] = load_part<W>(x + std::size_t(c) * ldx + full, tail);
-#pragma GCC unroll 32
     for (int r = 0; r < R; ++r) {
       const vec<W> d = load_part<W>(dy + std::size_t(r) * ldd + full, tail);
-#pragma GCC unroll 32
       for (int c = 0; c < C; ++c) acc[r][c] += d * xv[c];
     }
   }
@@ -182,9 +176,7 @@ COHORT_ALWAYS_INLINE void weight_grad_rows(const float* dy, const float* x, std:
   for (std::size_t c0 = 0; c0 < in_c; c0 += C) {
     const std::size_t cols = std::min<std::size_t>(C, in_c - c0);
     vec<W> acc[R][C];
-#pragma GCC unroll 32
     for (int r = 0; r < R; ++r)
-#pragma GCC unroll 32
       for (int c = 0; c < C; ++c) acc[r][c] = vec<W>{};
     for (std::size_t n = 0; n < count; ++n) {
       const float* d = dy + n * dy_sample + o0 * positions;
@@ -192,24 +184,16 @@ COHORT_ALWAYS_INLINE void weight_grad_rows(const float* dy, const float* x, std:
       if (rows == std::size_t(R) && cols == std::size_t(C)) {
         outer_tile<W, R, C>(d, positions, xs, positions, positions, acc);
       } else {
-        // Constant indices with tests, not loops to rows / cols: a run-time index would keep acc
-        // in memory for the whole kernel (simd.hpp, register tiles).
-#pragma GCC unroll 32
-        for (int r = 0; r < R; ++r)
-#pragma GCC unroll 32
-          for (int c = 0; c < C; ++c)
-            if (std::size_t(r) < rows && std::size_t(c) < cols) {
-              vec<W> one[1][1] = {{acc[r][c]}};
-              outer_tile<W, 1, 1>(d + r * positions, positions, xs + c * positions, positions, positions, one);
-              acc[r][c] = one[0][0];
-            }
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t c = 0; c < cols; ++c) {
+            vec<W> one[1][1] = {{acc[r][c]}};
+            outer_tile<W, 1, 1>(d + r * positions, positions, xs + c * positions, positions, positions, one);
+            acc[r][c] = one[0][0];
+          }
       }
     }
-#pragma GCC unroll 32
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 32
-      for (int c = 0; c < C; ++c)
-        if (std::size_t(r) < rows && std::size_t(c) < cols) part[(o0 + r) * in_c + c0 + c] = hsum<W>(acc[r][c]);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < cols; ++c) part[(o0 + r) * in_c + c0 + c] = hsum<W>(acc[r][c]);
   }
 }
 

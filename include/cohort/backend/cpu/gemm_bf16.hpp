@@ -207,12 +207,12 @@ bf16_tile(const bfloat16* a, std::size_t lda, const bfloat16* bp, std::size_t pa
   for (std::size_t q = q0; q < q_whole; ++q)
     bf16_step<MR, NP, 4>(acc, ar, bp + (q - q0) * 2 * bf16_panel, panel_stride, 2 * q);
   if (last_half) bf16_step<MR, NP, 2>(acc, ar, bp + (q_whole - q0) * 2 * bf16_panel, panel_stride, 2 * q_whole);
-    // r < MR with a test, not r < rows: a run-time index would keep acc in memory.
 #pragma GCC unroll 32
   for (std::size_t r = 0; r < MR; ++r)
 #pragma GCC unroll 32
     for (std::size_t p = 0; p < NP; ++p) {
       const __mmask16 m = p + 1 < NP ? __mmask16(0xFFFF) : tail;
+      // r < MR with a test, not r < rows: a run-time index would keep acc in memory.
       if (r < rows) _mm512_mask_storeu_ps(c + r * ldc + p * 16, m, acc[r][p]);
     }
 }
